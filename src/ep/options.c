@@ -1,0 +1,65 @@
+/*
+ * Provider options. ORT stores the options given to AppendExecutionProvider_V2 as session config
+ * entries named ep.mlxexecutionprovider.<key>; they are read once, when the EP is created.
+ * Environment variables exist for debugging and are read here too, so nothing else reads the
+ * environment. Unknown values are errors, not silently ignored.
+ *   device=cpu|gpu         (default: gpu when MLX has a GPU backend, else cpu)
+ *   verbose=0|1            (also ONNXRUNTIME_EP_MLX_VERBOSE=1)
+ *   report_file=PATH       (write the partition report as JSON at session creation)
+ */
+#include "ep/ep_types.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static OrtStatus *read_entry(const OrtApi *ort, const OrtSessionOptions *so, const char *key,
+                             char *buf, size_t cap, bool *found) {
+  char full[256];
+  snprintf(full, sizeof full, "%s%s", EP_OPTION_PREFIX, key);
+  int has = 0;
+  *found = false;
+  OrtStatus *st = ort->HasSessionConfigEntry(so, full, &has);
+  if (st || !has) return st;
+  size_t size = cap;
+  st = ort->GetSessionConfigEntry(so, full, buf, &size);
+  if (st) return st;
+  *found = true;
+  return NULL;
+}
+
+static bool env_flag(const char *name) {
+  const char *v = getenv(name);
+  return v && *v && strcmp(v, "0") != 0;
+}
+
+OrtStatus *ep_options_parse(const OrtApi *ort, const OrtSessionOptions *so, ep_options *out) {
+  memset(out, 0, sizeof *out);
+  out->device = mx_device_available(MX_DEVICE_GPU) ? MX_DEVICE_GPU : MX_DEVICE_CPU;
+  out->verbose = env_flag("ONNXRUNTIME_EP_MLX_VERBOSE");
+  if (!so) return NULL;
+  char value[1024];
+  bool found;
+  OrtStatus *st = read_entry(ort, so, "device", value, sizeof value, &found);
+  if (st) return st;
+  if (found) {
+    if (strcmp(value, "cpu") == 0) out->device = MX_DEVICE_CPU;
+    else if (strcmp(value, "gpu") == 0) out->device = MX_DEVICE_GPU;
+    else
+      return ep_status(ort, ORT_INVALID_ARGUMENT,
+                       "%s: provider option device='%s' is not one of cpu, gpu", EP_NAME, value);
+    if (out->device == MX_DEVICE_GPU && !mx_device_available(MX_DEVICE_GPU))
+      return ep_status(ort, ORT_INVALID_ARGUMENT,
+                       "%s: device=gpu asked for, but this MLX build has no GPU backend", EP_NAME);
+  }
+  st = read_entry(ort, so, "verbose", value, sizeof value, &found);
+  if (st) return st;
+  if (found) {
+    if (strcmp(value, "0") && strcmp(value, "1"))
+      return ep_status(ort, ORT_INVALID_ARGUMENT, "%s: provider option verbose='%s' is not 0 or 1",
+                       EP_NAME, value);
+    out->verbose = out->verbose || value[0] == '1';
+  }
+  st = read_entry(ort, so, "report_file", out->report_file, sizeof out->report_file, &found);
+  return st;
+}

@@ -1,0 +1,101 @@
+/*
+ * The graph IR: a plain-C snapshot of an OrtGraph (nodes, values, attributes, constant
+ * initializers) that claims, the partitioner and plans read instead of calling ORT's graph API
+ * again and again. A snapshot owns every string and array it holds in one bump arena (ir_graph_free
+ * frees it all); constant-initializer data is only borrowed from ORT and is valid while ORT's graph
+ * is (the plan builder copies what it keeps). Element types are ONNX's TensorProto codes.
+ */
+#ifndef IR_H
+#define IR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct OrtApi OrtApi;
+typedef struct OrtGraph OrtGraph;
+typedef struct OrtNode OrtNode;
+
+/* ONNX TensorProto element types (the subset with names we use in code). */
+enum {
+  IR_UNDEFINED = 0, IR_FLOAT = 1, IR_UINT8 = 2, IR_INT8 = 3, IR_UINT16 = 4, IR_INT16 = 5,
+  IR_INT32 = 6, IR_INT64 = 7, IR_STRING = 8, IR_BOOL = 9, IR_FLOAT16 = 10, IR_DOUBLE = 11,
+  IR_UINT32 = 12, IR_UINT64 = 13, IR_COMPLEX64 = 14, IR_COMPLEX128 = 15, IR_BFLOAT16 = 16
+};
+
+enum { IR_NONE = -1, IR_DIM_UNKNOWN = -1 };
+
+typedef struct ir_value {
+  const char *name;
+  bool is_tensor;  /* false for sequences, maps, optionals */
+  int elem_type;   /* IR_* code; IR_UNDEFINED when unknown */
+  int rank;        /* -1 when the shape is unknown */
+  const int64_t *dims; /* rank entries, IR_DIM_UNKNOWN for symbolic or unknown dims */
+  bool is_constant;    /* a constant initializer */
+  const void *const_data; /* borrowed from ORT; NULL unless is_constant */
+  size_t const_bytes;
+  bool is_graph_input, is_graph_output;
+  int producer; /* node index or IR_NONE */
+} ir_value;
+
+typedef enum ir_attr_type {
+  IR_ATTR_UNDEFINED, IR_ATTR_INT, IR_ATTR_FLOAT, IR_ATTR_STRING, IR_ATTR_INTS, IR_ATTR_FLOATS,
+  IR_ATTR_STRINGS, IR_ATTR_TENSOR, IR_ATTR_OTHER
+} ir_attr_type;
+
+typedef struct ir_attr {
+  const char *name;
+  ir_attr_type type;
+  int64_t i;
+  float f;
+  const char *s;
+  size_t count; /* entries of ints / floats */
+  const int64_t *ints;
+  const float *floats;
+  /* IR_ATTR_TENSOR: a copy of the tensor (Constant's value) */
+  int tensor_elem_type;
+  int tensor_rank;
+  const int64_t *tensor_dims;
+  const void *tensor_data;
+  size_t tensor_bytes;
+} ir_attr;
+
+typedef struct ir_node {
+  const char *name, *op_type, *domain;
+  int since_version;
+  int n_inputs, n_outputs, n_attrs;
+  const int *inputs;  /* value indices; IR_NONE for an omitted optional input */
+  const int *outputs; /* value indices; IR_NONE for an omitted optional output */
+  const ir_attr *attrs;
+  const OrtNode *ort_node; /* only valid while ORT's graph is */
+} ir_node;
+
+typedef struct ir_graph {
+  ir_node *nodes;
+  int n_nodes;
+  ir_value *values;
+  int n_values;
+  int *graph_inputs, *graph_outputs; /* value indices in ORT's order */
+  int n_graph_inputs, n_graph_outputs;
+  struct ir_arena *arena;
+} ir_graph;
+
+/* Snapshot ORT's graph. Returns NULL and writes a message into err on failure. */
+ir_graph *ir_snapshot(const OrtApi *ort, const OrtGraph *graph, char *err, size_t err_len);
+void ir_graph_free(ir_graph *g);
+
+/* Attribute and value helpers used by claims and translators. */
+const ir_attr *ir_find_attr(const ir_node *n, const char *name);
+int64_t ir_attr_int(const ir_node *n, const char *name, int64_t fallback);
+float ir_attr_float(const ir_node *n, const char *name, float fallback);
+const char *ir_attr_string(const ir_node *n, const char *name, const char *fallback);
+const ir_value *ir_input(const ir_graph *g, const ir_node *n, int i);  /* NULL if absent */
+const ir_value *ir_output(const ir_graph *g, const ir_node *n, int i); /* NULL if absent */
+bool ir_has_input(const ir_node *n, int i);
+size_t ir_elem_size(int elem_type); /* 0 for types without a fixed size */
+const char *ir_elem_name(int elem_type);
+/* Reads an integer constant input (int32/int64) into a newly malloc'd int64 array. */
+bool ir_const_ints(const ir_value *v, int64_t **vals, size_t *count);
+int64_t ir_num_elements(const ir_value *v); /* -1 if unknown */
+
+#endif

@@ -1,0 +1,594 @@
+/*
+ * The MLX bridge's implementation: each function unwraps handles, calls one MLX C++ operation on
+ * the context's device, and wraps the result into the context's arena. Every entry point runs its
+ * body inside MX_GUARD, whose catch chain ends in `catch (...)`, so no C++ exception leaves this
+ * file; the message lands in ctx->error prefixed with the bridge call's name. No ONNX knowledge
+ * lives here.
+ */
+#include "mx.h"
+
+#include <mlx/compile.h>
+#include <mlx/fast.h>
+#include <mlx/mlx.h>
+#include <mlx/version.h>
+
+#include <cstdarg>
+#include <cstdlib>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+namespace mc = mlx::core;
+
+struct mx_array_impl {
+  mc::array a;
+  explicit mx_array_impl(mc::array x) : a(std::move(x)) {}
+};
+
+struct mx_arena {
+  std::vector<mx_array_impl *> arrays;
+  ~mx_arena() {
+    for (auto *p : arrays) delete p;
+  }
+};
+
+namespace {
+
+void set_error_text(mx_ctx *ctx, const char *where, const char *what) {
+  if (ctx) std::snprintf(ctx->error, sizeof ctx->error, "[%s] %s", where, what);
+}
+
+mc::Device device_of(const mx_ctx *ctx) {
+  return ctx->device == MX_DEVICE_GPU ? mc::Device(mc::Device::gpu) : mc::Device(mc::Device::cpu);
+}
+
+mc::Dtype to_mlx(mx_dtype t) {
+  switch (t) {
+    case MX_BOOL: return mc::bool_;
+    case MX_UINT8: return mc::uint8;
+    case MX_UINT16: return mc::uint16;
+    case MX_UINT32: return mc::uint32;
+    case MX_UINT64: return mc::uint64;
+    case MX_INT8: return mc::int8;
+    case MX_INT16: return mc::int16;
+    case MX_INT32: return mc::int32;
+    case MX_INT64: return mc::int64;
+    case MX_FLOAT16: return mc::float16;
+    case MX_FLOAT32: return mc::float32;
+    case MX_FLOAT64: return mc::float64;
+    case MX_BFLOAT16: return mc::bfloat16;
+    case MX_COMPLEX64: return mc::complex64;
+  }
+  throw std::invalid_argument("unknown bridge dtype");
+}
+
+mx_dtype from_mlx(mc::Dtype t) {
+  switch (t.val()) {
+    case mc::Dtype::Val::bool_: return MX_BOOL;
+    case mc::Dtype::Val::uint8: return MX_UINT8;
+    case mc::Dtype::Val::uint16: return MX_UINT16;
+    case mc::Dtype::Val::uint32: return MX_UINT32;
+    case mc::Dtype::Val::uint64: return MX_UINT64;
+    case mc::Dtype::Val::int8: return MX_INT8;
+    case mc::Dtype::Val::int16: return MX_INT16;
+    case mc::Dtype::Val::int32: return MX_INT32;
+    case mc::Dtype::Val::int64: return MX_INT64;
+    case mc::Dtype::Val::float16: return MX_FLOAT16;
+    case mc::Dtype::Val::float32: return MX_FLOAT32;
+    case mc::Dtype::Val::float64: return MX_FLOAT64;
+    case mc::Dtype::Val::bfloat16: return MX_BFLOAT16;
+    case mc::Dtype::Val::complex64: return MX_COMPLEX64;
+  }
+  return MX_FLOAT32; /* unreachable: every MLX dtype is listed above */
+}
+
+mc::Shape to_shape(const int *shape, int ndim) {
+  if (ndim < 0 || ndim > MX_MAX_RANK) throw std::invalid_argument("rank out of range");
+  return mc::Shape(shape, shape + ndim);
+}
+
+std::vector<int> to_vec(const int *v, int n) {
+  return n > 0 ? std::vector<int>(v, v + n) : std::vector<int>();
+}
+
+/* Puts a new array into the context's arena and hands back its handle. */
+int keep(mx_ctx *ctx, mx_array *out, mc::array a) {
+  auto *impl = new mx_array_impl(std::move(a));
+  try {
+    ctx->arena->arrays.push_back(impl);
+  } catch (...) {
+    delete impl;
+    throw;
+  }
+  *out = impl;
+  return MX_OK;
+}
+
+const mc::array &A(mx_array h) {
+  if (!h) throw std::invalid_argument("missing array");
+  return h->a;
+}
+
+}  // namespace
+
+#define MX_GUARD(ctx, out, ...)                                           \
+  do {                                                                    \
+    if (out) *(out) = nullptr;                                            \
+    try {                                                                 \
+      __VA_ARGS__;                                                        \
+    } catch (const std::bad_alloc &) {                                    \
+      set_error_text(ctx, __func__, "out of memory");                     \
+      return MX_ERR_NOMEM;                                                \
+    } catch (const std::invalid_argument &e) {                            \
+      set_error_text(ctx, __func__, e.what());                            \
+      return MX_ERR_ARG;                                                  \
+    } catch (const std::exception &e) {                                   \
+      set_error_text(ctx, __func__, e.what());                            \
+      return MX_ERR_MLX;                                                  \
+    } catch (...) {                                                       \
+      set_error_text(ctx, __func__, "unknown C++ exception");             \
+      return MX_ERR_MLX;                                                  \
+    }                                                                     \
+  } while (0)
+
+#define MX_RESULT(...) MX_GUARD(ctx, out, return keep(ctx, out, (__VA_ARGS__)))
+
+extern "C" {
+
+/* --- arenas, devices, errors ------------------------------------------------------------- */
+mx_arena *mx_arena_new(void) { return new (std::nothrow) mx_arena(); }
+void mx_arena_free(mx_arena *arena) { delete arena; }
+size_t mx_arena_count(const mx_arena *arena) { return arena ? arena->arrays.size() : 0; }
+
+bool mx_device_available(mx_device device) {
+  try {
+    return mc::is_available(device == MX_DEVICE_GPU ? mc::Device(mc::Device::gpu)
+                                                    : mc::Device(mc::Device::cpu));
+  } catch (...) {
+    return false;
+  }
+}
+
+const char *mx_version(void) {
+  static std::string v;
+  try {
+    if (v.empty()) v = mc::version();
+  } catch (...) {
+    return "unknown";
+  }
+  return v.c_str();
+}
+
+void mx_set_error(mx_ctx *ctx, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
+  va_end(ap);
+}
+
+const char *mx_dtype_name(mx_dtype t) {
+  static const char *names[] = {"bool",    "uint8",   "uint16",  "uint32", "uint64",
+                                "int8",    "int16",   "int32",   "int64",  "float16",
+                                "float32", "float64", "bfloat16", "complex64"};
+  return (unsigned)t < sizeof names / sizeof *names ? names[t] : "unknown";
+}
+
+size_t mx_dtype_size(mx_dtype t) {
+  try {
+    return to_mlx(t).size();
+  } catch (...) {
+    return 0;
+  }
+}
+
+bool mx_dtype_is_float(mx_dtype t) {
+  return t == MX_FLOAT16 || t == MX_FLOAT32 || t == MX_FLOAT64 || t == MX_BFLOAT16;
+}
+bool mx_dtype_is_signed_int(mx_dtype t) { return t >= MX_INT8 && t <= MX_INT64; }
+bool mx_dtype_is_unsigned_int(mx_dtype t) { return t >= MX_UINT8 && t <= MX_UINT64; }
+
+/* --- array facts ------------------------------------------------------------------------- */
+int mx_ndim(mx_array a) { return static_cast<int>(a->a.ndim()); }
+const int *mx_shape(mx_array a) { return a->a.shape().data(); }
+int mx_dim(mx_array a, int axis) {
+  int n = mx_ndim(a);
+  return a->a.shape()[axis < 0 ? axis + n : axis];
+}
+mx_dtype mx_dtype_of(mx_array a) { return from_mlx(a->a.dtype()); }
+size_t mx_size(mx_array a) { return a->a.size(); }
+size_t mx_nbytes(mx_array a) { return a->a.nbytes(); }
+
+/* --- creation ---------------------------------------------------------------------------- */
+int mx_from_data(mx_ctx *ctx, mx_array *out, const void *data, const int *shape, int ndim,
+                 mx_dtype dtype) {
+  MX_GUARD(ctx, out, {
+    mc::Shape s = to_shape(shape, ndim);
+    mc::Dtype t = to_mlx(dtype);
+    size_t nbytes = t.size();
+    for (int d : s) nbytes *= static_cast<size_t>(d);
+    void *copy = std::malloc(nbytes ? nbytes : 1);
+    if (!copy) throw std::bad_alloc();
+    if (nbytes) std::memcpy(copy, data, nbytes);
+    return keep(ctx, out, mc::array(copy, s, t, [](void *p) { std::free(p); }));
+  });
+}
+
+int mx_wrap_data(mx_ctx *ctx, mx_array *out, void *data, const int *shape, int ndim,
+                 mx_dtype dtype) {
+  MX_RESULT(mc::array(data, to_shape(shape, ndim), to_mlx(dtype), [](void *) {}));
+}
+
+int mx_scalar(mx_ctx *ctx, mx_array *out, double value, mx_dtype dtype) {
+  MX_RESULT(mc::array(value, to_mlx(dtype)));
+}
+
+int mx_scalar_int(mx_ctx *ctx, mx_array *out, int64_t value, mx_dtype dtype) {
+  MX_RESULT(mc::array(value, to_mlx(dtype)));
+}
+
+int mx_full(mx_ctx *ctx, mx_array *out, const int *shape, int ndim, mx_array value) {
+  MX_RESULT(mc::full(to_shape(shape, ndim), A(value), device_of(ctx)));
+}
+
+int mx_arange(mx_ctx *ctx, mx_array *out, double start, double stop, double step,
+              mx_dtype dtype) {
+  MX_RESULT(mc::arange(start, stop, step, to_mlx(dtype), device_of(ctx)));
+}
+
+/* --- evaluation and host access ---------------------------------------------------------- */
+int mx_eval(mx_ctx *ctx, const mx_array *arrays, size_t count) {
+  mx_array *out = nullptr;
+  MX_GUARD(ctx, out, {
+    std::vector<mc::array> v;
+    v.reserve(count);
+    for (size_t i = 0; i < count; i++) v.push_back(A(arrays[i]));
+    mc::eval(v);
+    return MX_OK;
+  });
+}
+
+static const mc::array &host_ready(mx_ctx *ctx, mx_array h) {
+  const mc::array &a = A(h);
+  if (!a.flags().row_contiguous) h->a = mc::contiguous(a, false, device_of(ctx));
+  h->a.eval();
+  if (!h->a.flags().row_contiguous) throw std::runtime_error("array is not row-contiguous");
+  return h->a;
+}
+
+int mx_copy_to_host(mx_ctx *ctx, mx_array a, void *dst, size_t dst_bytes) {
+  mx_array *out = nullptr;
+  MX_GUARD(ctx, out, {
+    const mc::array &x = host_ready(ctx, a);
+    if (x.nbytes() != dst_bytes)
+      throw std::invalid_argument("destination holds " + std::to_string(dst_bytes) +
+                                  " bytes, result has " + std::to_string(x.nbytes()));
+    if (dst_bytes) std::memcpy(dst, x.data<void>(), dst_bytes);
+    return MX_OK;
+  });
+}
+
+int mx_host_data(mx_ctx *ctx, mx_array a, const void **data) {
+  mx_array *out = nullptr;
+  *data = nullptr;
+  MX_GUARD(ctx, out, {
+    *data = host_ready(ctx, a).data<void>();
+    return MX_OK;
+  });
+}
+
+/* --- elementwise ------------------------------------------------------------------------- */
+int mx_unary(mx_ctx *ctx, mx_array *out, mx_unary_op op, mx_array a) {
+  MX_GUARD(ctx, out, {
+    const mc::array &x = A(a);
+    auto s = device_of(ctx);
+    switch (op) {
+      case MX_ABS: return keep(ctx, out, mc::abs(x, s));
+      case MX_NEG: return keep(ctx, out, mc::negative(x, s));
+      case MX_EXP: return keep(ctx, out, mc::exp(x, s));
+      case MX_LOG: return keep(ctx, out, mc::log(x, s));
+      case MX_SQRT: return keep(ctx, out, mc::sqrt(x, s));
+      case MX_RSQRT: return keep(ctx, out, mc::rsqrt(x, s));
+      case MX_RECIPROCAL: return keep(ctx, out, mc::reciprocal(x, s));
+      case MX_SIGMOID: return keep(ctx, out, mc::sigmoid(x, s));
+      case MX_TANH: return keep(ctx, out, mc::tanh(x, s));
+      case MX_ERF: return keep(ctx, out, mc::erf(x, s));
+      case MX_SIN: return keep(ctx, out, mc::sin(x, s));
+      case MX_COS: return keep(ctx, out, mc::cos(x, s));
+      case MX_TAN: return keep(ctx, out, mc::tan(x, s));
+      case MX_ASIN: return keep(ctx, out, mc::arcsin(x, s));
+      case MX_ACOS: return keep(ctx, out, mc::arccos(x, s));
+      case MX_ATAN: return keep(ctx, out, mc::arctan(x, s));
+      case MX_SINH: return keep(ctx, out, mc::sinh(x, s));
+      case MX_COSH: return keep(ctx, out, mc::cosh(x, s));
+      case MX_ASINH: return keep(ctx, out, mc::arcsinh(x, s));
+      case MX_ACOSH: return keep(ctx, out, mc::arccosh(x, s));
+      case MX_ATANH: return keep(ctx, out, mc::arctanh(x, s));
+      case MX_FLOOR: return keep(ctx, out, mc::floor(x, s));
+      case MX_CEIL: return keep(ctx, out, mc::ceil(x, s));
+      case MX_ROUND: return keep(ctx, out, mc::round(x, s));
+      case MX_SIGN: return keep(ctx, out, mc::sign(x, s));
+      case MX_LOGICAL_NOT: return keep(ctx, out, mc::logical_not(x, s));
+      case MX_ISNAN: return keep(ctx, out, mc::isnan(x, s));
+      case MX_ISPOSINF: return keep(ctx, out, mc::isposinf(x, s));
+      case MX_ISNEGINF: return keep(ctx, out, mc::isneginf(x, s));
+      case MX_SQUARE: return keep(ctx, out, mc::square(x, s));
+      case MX_LOG1P: return keep(ctx, out, mc::log1p(x, s));
+      case MX_EXPM1: return keep(ctx, out, mc::expm1(x, s));
+      case MX_BITWISE_INVERT: return keep(ctx, out, mc::bitwise_invert(x, s));
+      case MX_UNARY_OP_COUNT: break;
+    }
+    throw std::invalid_argument("unknown unary op");
+  });
+}
+
+int mx_binary(mx_ctx *ctx, mx_array *out, mx_binary_op op, mx_array a, mx_array b) {
+  MX_GUARD(ctx, out, {
+    const mc::array &x = A(a), &y = A(b);
+    auto s = device_of(ctx);
+    switch (op) {
+      case MX_ADD: return keep(ctx, out, mc::add(x, y, s));
+      case MX_SUBTRACT: return keep(ctx, out, mc::subtract(x, y, s));
+      case MX_MULTIPLY: return keep(ctx, out, mc::multiply(x, y, s));
+      case MX_DIVIDE: return keep(ctx, out, mc::divide(x, y, s));
+      case MX_POWER: return keep(ctx, out, mc::power(x, y, s));
+      case MX_MAXIMUM: return keep(ctx, out, mc::maximum(x, y, s));
+      case MX_MINIMUM: return keep(ctx, out, mc::minimum(x, y, s));
+      case MX_EQUAL: return keep(ctx, out, mc::equal(x, y, s));
+      case MX_NOT_EQUAL: return keep(ctx, out, mc::not_equal(x, y, s));
+      case MX_LESS: return keep(ctx, out, mc::less(x, y, s));
+      case MX_LESS_EQUAL: return keep(ctx, out, mc::less_equal(x, y, s));
+      case MX_GREATER: return keep(ctx, out, mc::greater(x, y, s));
+      case MX_GREATER_EQUAL: return keep(ctx, out, mc::greater_equal(x, y, s));
+      case MX_LOGICAL_AND: return keep(ctx, out, mc::logical_and(x, y, s));
+      case MX_LOGICAL_OR: return keep(ctx, out, mc::logical_or(x, y, s));
+      case MX_REMAINDER: return keep(ctx, out, mc::remainder(x, y, s));
+      case MX_FLOOR_DIVIDE: return keep(ctx, out, mc::floor_divide(x, y, s));
+      case MX_BITWISE_AND: return keep(ctx, out, mc::bitwise_and(x, y, s));
+      case MX_BITWISE_OR: return keep(ctx, out, mc::bitwise_or(x, y, s));
+      case MX_BITWISE_XOR: return keep(ctx, out, mc::bitwise_xor(x, y, s));
+      case MX_LEFT_SHIFT: return keep(ctx, out, mc::left_shift(x, y, s));
+      case MX_RIGHT_SHIFT: return keep(ctx, out, mc::right_shift(x, y, s));
+      case MX_ATAN2: return keep(ctx, out, mc::arctan2(x, y, s));
+      case MX_LOGADDEXP: return keep(ctx, out, mc::logaddexp(x, y, s));
+      case MX_BINARY_OP_COUNT: break;
+    }
+    throw std::invalid_argument("unknown binary op");
+  });
+}
+
+int mx_where(mx_ctx *ctx, mx_array *out, mx_array cond, mx_array x, mx_array y) {
+  MX_RESULT(mc::where(A(cond), A(x), A(y), device_of(ctx)));
+}
+
+int mx_astype(mx_ctx *ctx, mx_array *out, mx_array a, mx_dtype dtype) {
+  MX_RESULT(mc::astype(A(a), to_mlx(dtype), device_of(ctx)));
+}
+
+int mx_view(mx_ctx *ctx, mx_array *out, mx_array a, mx_dtype dtype) {
+  MX_RESULT(mc::view(A(a), to_mlx(dtype), device_of(ctx)));
+}
+
+int mx_clip(mx_ctx *ctx, mx_array *out, mx_array a, mx_array lo, mx_array hi) {
+  MX_GUARD(ctx, out, {
+    std::optional<mc::array> l, h;
+    if (lo) l = A(lo);
+    if (hi) h = A(hi);
+    return keep(ctx, out, mc::clip(A(a), l, h, device_of(ctx)));
+  });
+}
+
+/* --- shape and indexing ------------------------------------------------------------------ */
+int mx_reshape(mx_ctx *ctx, mx_array *out, mx_array a, const int *shape, int ndim) {
+  MX_RESULT(mc::reshape(A(a), to_shape(shape, ndim), device_of(ctx)));
+}
+
+int mx_transpose(mx_ctx *ctx, mx_array *out, mx_array a, const int *perm, int ndim) {
+  MX_RESULT(mc::transpose(A(a), to_vec(perm, ndim), device_of(ctx)));
+}
+
+int mx_broadcast_to(mx_ctx *ctx, mx_array *out, mx_array a, const int *shape, int ndim) {
+  MX_RESULT(mc::broadcast_to(A(a), to_shape(shape, ndim), device_of(ctx)));
+}
+
+int mx_concatenate(mx_ctx *ctx, mx_array *out, const mx_array *arrays, size_t count, int axis) {
+  MX_GUARD(ctx, out, {
+    std::vector<mc::array> v;
+    for (size_t i = 0; i < count; i++) v.push_back(A(arrays[i]));
+    return keep(ctx, out, mc::concatenate(std::move(v), axis, device_of(ctx)));
+  });
+}
+
+int mx_slice(mx_ctx *ctx, mx_array *out, mx_array a, const int *start, const int *stop,
+             const int *strides, int ndim) {
+  MX_RESULT(mc::slice(A(a), to_shape(start, ndim), to_shape(stop, ndim), to_shape(strides, ndim),
+                      device_of(ctx)));
+}
+
+int mx_slice_update(mx_ctx *ctx, mx_array *out, mx_array a, mx_array update, const int *start,
+                    const int *stop, const int *strides, int ndim) {
+  MX_RESULT(mc::slice_update(A(a), A(update), to_shape(start, ndim), to_shape(stop, ndim),
+                             to_shape(strides, ndim), device_of(ctx)));
+}
+
+int mx_take(mx_ctx *ctx, mx_array *out, mx_array a, mx_array indices, int axis) {
+  MX_RESULT(mc::take(A(a), A(indices), axis, device_of(ctx)));
+}
+
+int mx_take_along_axis(mx_ctx *ctx, mx_array *out, mx_array a, mx_array indices, int axis) {
+  MX_RESULT(mc::take_along_axis(A(a), A(indices), axis, device_of(ctx)));
+}
+
+int mx_put_along_axis(mx_ctx *ctx, mx_array *out, mx_array a, mx_array indices, mx_array values,
+                      int axis) {
+  MX_RESULT(mc::put_along_axis(A(a), A(indices), A(values), axis, device_of(ctx)));
+}
+
+int mx_pad(mx_ctx *ctx, mx_array *out, mx_array a, const int *low, const int *high, int ndim,
+           mx_array value) {
+  MX_GUARD(ctx, out, {
+    std::vector<int> axes(ndim);
+    for (int i = 0; i < ndim; i++) axes[i] = i;
+    return keep(ctx, out, mc::pad(A(a), axes, to_shape(low, ndim), to_shape(high, ndim), A(value),
+                                  "constant", device_of(ctx)));
+  });
+}
+
+int mx_tile(mx_ctx *ctx, mx_array *out, mx_array a, const int *reps, int ndim) {
+  MX_RESULT(mc::tile(A(a), to_vec(reps, ndim), device_of(ctx)));
+}
+
+int mx_contiguous(mx_ctx *ctx, mx_array *out, mx_array a) {
+  MX_RESULT(mc::contiguous(A(a), false, device_of(ctx)));
+}
+
+/* --- reductions, scans, sorting ---------------------------------------------------------- */
+int mx_reduce(mx_ctx *ctx, mx_array *out, mx_reduce_op op, mx_array a, const int *axes,
+              int naxes, bool keepdims) {
+  MX_GUARD(ctx, out, {
+    const mc::array &x = A(a);
+    std::vector<int> ax = to_vec(axes, naxes);
+    auto s = device_of(ctx);
+    switch (op) {
+      case MX_SUM: return keep(ctx, out, mc::sum(x, ax, keepdims, s));
+      case MX_MEAN: return keep(ctx, out, mc::mean(x, ax, keepdims, s));
+      case MX_MAX: return keep(ctx, out, mc::max(x, ax, keepdims, s));
+      case MX_MIN: return keep(ctx, out, mc::min(x, ax, keepdims, s));
+      case MX_PROD: return keep(ctx, out, mc::prod(x, ax, keepdims, s));
+      case MX_ALL: return keep(ctx, out, mc::all(x, ax, keepdims, s));
+      case MX_ANY: return keep(ctx, out, mc::any(x, ax, keepdims, s));
+      case MX_LOGSUMEXP: return keep(ctx, out, mc::logsumexp(x, ax, keepdims, s));
+      case MX_REDUCE_OP_COUNT: break;
+    }
+    throw std::invalid_argument("unknown reduction");
+  });
+}
+
+int mx_argmax(mx_ctx *ctx, mx_array *out, mx_array a, int axis, bool keepdims) {
+  MX_RESULT(mc::argmax(A(a), axis, keepdims, device_of(ctx)));
+}
+
+int mx_argmin(mx_ctx *ctx, mx_array *out, mx_array a, int axis, bool keepdims) {
+  MX_RESULT(mc::argmin(A(a), axis, keepdims, device_of(ctx)));
+}
+
+int mx_cumsum(mx_ctx *ctx, mx_array *out, mx_array a, int axis, bool reverse, bool inclusive) {
+  MX_RESULT(mc::cumsum(A(a), axis, reverse, inclusive, std::nullopt, device_of(ctx)));
+}
+
+int mx_cumprod(mx_ctx *ctx, mx_array *out, mx_array a, int axis, bool reverse, bool inclusive) {
+  MX_RESULT(mc::cumprod(A(a), axis, reverse, inclusive, std::nullopt, device_of(ctx)));
+}
+
+int mx_sort(mx_ctx *ctx, mx_array *out, mx_array a, int axis) {
+  MX_RESULT(mc::sort(A(a), axis, device_of(ctx)));
+}
+
+int mx_argsort(mx_ctx *ctx, mx_array *out, mx_array a, int axis) {
+  MX_RESULT(mc::argsort(A(a), axis, device_of(ctx)));
+}
+
+/* --- linear algebra and neural-network kernels ------------------------------------------- */
+int mx_matmul(mx_ctx *ctx, mx_array *out, mx_array a, mx_array b) {
+  MX_RESULT(mc::matmul(A(a), A(b), device_of(ctx)));
+}
+
+int mx_addmm(mx_ctx *ctx, mx_array *out, mx_array c, mx_array a, mx_array b, float alpha,
+             float beta) {
+  MX_RESULT(mc::addmm(A(c), A(a), A(b), alpha, beta, device_of(ctx)));
+}
+
+int mx_softmax(mx_ctx *ctx, mx_array *out, mx_array a, const int *axes, int naxes) {
+  MX_RESULT(mc::softmax(A(a), to_vec(axes, naxes), true, device_of(ctx)));
+}
+
+int mx_layer_norm(mx_ctx *ctx, mx_array *out, mx_array x, mx_array weight, mx_array bias,
+                  float eps) {
+  MX_GUARD(ctx, out, {
+    std::optional<mc::array> w, b;
+    if (weight) w = A(weight);
+    if (bias) b = A(bias);
+    return keep(ctx, out, mc::fast::layer_norm(A(x), w, b, eps, device_of(ctx)));
+  });
+}
+
+int mx_rms_norm(mx_ctx *ctx, mx_array *out, mx_array x, mx_array weight, float eps) {
+  MX_GUARD(ctx, out, {
+    std::optional<mc::array> w;
+    if (weight) w = A(weight);
+    return keep(ctx, out, mc::fast::rms_norm(A(x), w, eps, device_of(ctx)));
+  });
+}
+
+int mx_conv(mx_ctx *ctx, mx_array *out, mx_array input, mx_array weight, const int *strides,
+            const int *pad_low, const int *pad_high, const int *kernel_dilation,
+            const int *input_dilation, int spatial, int groups, bool flip) {
+  MX_RESULT(mc::conv_general(A(input), A(weight), to_vec(strides, spatial),
+                             to_vec(pad_low, spatial), to_vec(pad_high, spatial),
+                             to_vec(kernel_dilation, spatial), to_vec(input_dilation, spatial),
+                             groups, flip, device_of(ctx)));
+}
+
+/* --- compiled functions ------------------------------------------------------------------ */
+}  // extern "C"
+
+struct mx_compiled {
+  std::function<std::vector<mc::array>(const std::vector<mc::array> &)> fn;
+};
+
+extern "C" {
+
+int mx_compiled_new(mx_ctx *ctx, mx_compiled **out, mx_graph_fn fn, void *user, size_t n_outputs,
+                    bool shapeless) {
+  *out = nullptr;
+  mx_array *none = nullptr;
+  mx_device device = ctx->device;
+  MX_GUARD(ctx, none, {
+    auto traced = [fn, user, n_outputs, device](const std::vector<mc::array> &inputs) {
+      /* The trace runs the C graph function on placeholder arrays in a private arena. */
+      mx_arena arena;
+      mx_ctx inner{&arena, device, {0}};
+      std::vector<mx_array> in;
+      for (const auto &x : inputs) {
+        mx_array h;
+        keep(&inner, &h, x);
+        in.push_back(h);
+      }
+      std::vector<mx_array> outs(n_outputs, nullptr);
+      if (fn(user, &inner, in.data(), in.size(), outs.data(), outs.size()) != MX_OK)
+        throw std::runtime_error(inner.error);
+      std::vector<mc::array> result;
+      for (auto h : outs) result.push_back(A(h));
+      return result;
+    };
+    auto *c = new mx_compiled{mc::compile(traced, shapeless)};
+    *out = c;
+    return MX_OK;
+  });
+}
+
+void mx_compiled_free(mx_compiled *compiled) {
+  try {
+    delete compiled;
+  } catch (...) {
+  }
+}
+
+int mx_compiled_call(mx_ctx *ctx, mx_compiled *compiled, const mx_array *inputs, size_t n_inputs,
+                     mx_array *outputs, size_t n_outputs) {
+  mx_array *none = nullptr;
+  for (size_t i = 0; i < n_outputs; i++) outputs[i] = nullptr;
+  MX_GUARD(ctx, none, {
+    std::vector<mc::array> in;
+    for (size_t i = 0; i < n_inputs; i++) in.push_back(A(inputs[i]));
+    std::vector<mc::array> res = compiled->fn(in);
+    if (res.size() != n_outputs) throw std::runtime_error("compiled function output count");
+    for (size_t i = 0; i < n_outputs; i++) keep(ctx, &outputs[i], std::move(res[i]));
+    return MX_OK;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,158 @@
+/*
+ * The MLX bridge: the project's own small C API over MLX's C++ API, and the only place MLX types
+ * exist. Every call has the same shape, `int mx_<op>(mx_ctx *ctx, mx_array *out, inputs...)`: it
+ * returns MX_OK or an error code, writes its result through `out`, and on failure leaves a message
+ * in ctx->error (C++ exceptions are caught inside the bridge and never cross into C). Arrays are
+ * handles owned by the arena the context points at when they are created; freeing the arena frees
+ * them all at once, so C code never frees an array by hand. The bridge holds no translation logic:
+ * ONNX semantics live in src/ops/.
+ */
+#ifndef MX_H
+#define MX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mx_array_impl *mx_array; /* owned by an mx_arena */
+typedef struct mx_arena mx_arena;
+typedef struct mx_compiled mx_compiled;
+
+enum { MX_OK = 0, MX_ERR_MLX = 1, MX_ERR_NOMEM = 2, MX_ERR_ARG = 3 };
+enum { MX_MAX_RANK = 16, MX_ERROR_LEN = 512 };
+
+typedef enum mx_device { MX_DEVICE_CPU = 0, MX_DEVICE_GPU = 1 } mx_device;
+
+typedef enum mx_dtype {
+  MX_BOOL, MX_UINT8, MX_UINT16, MX_UINT32, MX_UINT64, MX_INT8, MX_INT16, MX_INT32, MX_INT64,
+  MX_FLOAT16, MX_FLOAT32, MX_FLOAT64, MX_BFLOAT16, MX_COMPLEX64
+} mx_dtype;
+
+/* Where new arrays go, which device computes, and the last error. One per thread of work. */
+typedef struct mx_ctx {
+  mx_arena *arena;
+  mx_device device;
+  char error[MX_ERROR_LEN];
+} mx_ctx;
+
+typedef enum mx_unary_op {
+  MX_ABS, MX_NEG, MX_EXP, MX_LOG, MX_SQRT, MX_RSQRT, MX_RECIPROCAL, MX_SIGMOID, MX_TANH, MX_ERF,
+  MX_SIN, MX_COS, MX_TAN, MX_ASIN, MX_ACOS, MX_ATAN, MX_SINH, MX_COSH, MX_ASINH, MX_ACOSH,
+  MX_ATANH, MX_FLOOR, MX_CEIL, MX_ROUND, MX_SIGN, MX_LOGICAL_NOT, MX_ISNAN, MX_ISPOSINF,
+  MX_ISNEGINF, MX_SQUARE, MX_LOG1P, MX_EXPM1, MX_BITWISE_INVERT, MX_UNARY_OP_COUNT
+} mx_unary_op;
+
+typedef enum mx_binary_op {
+  MX_ADD, MX_SUBTRACT, MX_MULTIPLY, MX_DIVIDE, MX_POWER, MX_MAXIMUM, MX_MINIMUM, MX_EQUAL,
+  MX_NOT_EQUAL, MX_LESS, MX_LESS_EQUAL, MX_GREATER, MX_GREATER_EQUAL, MX_LOGICAL_AND,
+  MX_LOGICAL_OR, MX_REMAINDER, MX_FLOOR_DIVIDE, MX_BITWISE_AND, MX_BITWISE_OR, MX_BITWISE_XOR,
+  MX_LEFT_SHIFT, MX_RIGHT_SHIFT, MX_ATAN2, MX_LOGADDEXP, MX_BINARY_OP_COUNT
+} mx_binary_op;
+
+typedef enum mx_reduce_op {
+  MX_SUM, MX_MEAN, MX_MAX, MX_MIN, MX_PROD, MX_ALL, MX_ANY, MX_LOGSUMEXP, MX_REDUCE_OP_COUNT
+} mx_reduce_op;
+
+/* --- arenas, devices, errors ------------------------------------------------------------- */
+mx_arena *mx_arena_new(void);            /* NULL when out of memory */
+void mx_arena_free(mx_arena *arena);     /* frees every array created in it; NULL is fine */
+size_t mx_arena_count(const mx_arena *arena);
+bool mx_device_available(mx_device device);
+const char *mx_version(void);
+void mx_set_error(mx_ctx *ctx, const char *fmt, ...);
+const char *mx_dtype_name(mx_dtype dtype);
+size_t mx_dtype_size(mx_dtype dtype);
+bool mx_dtype_is_float(mx_dtype dtype);
+bool mx_dtype_is_signed_int(mx_dtype dtype);
+bool mx_dtype_is_unsigned_int(mx_dtype dtype);
+
+/* --- array facts (no failure possible) ---------------------------------------------------- */
+int mx_ndim(mx_array a);
+const int *mx_shape(mx_array a); /* mx_ndim(a) entries */
+int mx_dim(mx_array a, int axis); /* axis may be negative */
+mx_dtype mx_dtype_of(mx_array a);
+size_t mx_size(mx_array a);
+size_t mx_nbytes(mx_array a);
+
+/* --- creation ----------------------------------------------------------------------------- */
+int mx_from_data(mx_ctx *ctx, mx_array *out, const void *data, const int *shape, int ndim,
+                 mx_dtype dtype); /* copies */
+int mx_wrap_data(mx_ctx *ctx, mx_array *out, void *data, const int *shape, int ndim,
+                 mx_dtype dtype); /* no copy: data must outlive every use of the array */
+int mx_scalar(mx_ctx *ctx, mx_array *out, double value, mx_dtype dtype);
+int mx_scalar_int(mx_ctx *ctx, mx_array *out, int64_t value, mx_dtype dtype);
+int mx_full(mx_ctx *ctx, mx_array *out, const int *shape, int ndim, mx_array value);
+int mx_arange(mx_ctx *ctx, mx_array *out, double start, double stop, double step, mx_dtype dtype);
+
+/* --- evaluation and host access ----------------------------------------------------------- */
+int mx_eval(mx_ctx *ctx, const mx_array *arrays, size_t count);
+int mx_copy_to_host(mx_ctx *ctx, mx_array a, void *dst, size_t dst_bytes); /* evals, row-major */
+int mx_host_data(mx_ctx *ctx, mx_array a, const void **data); /* evals; valid while a lives */
+
+/* --- elementwise -------------------------------------------------------------------------- */
+int mx_unary(mx_ctx *ctx, mx_array *out, mx_unary_op op, mx_array a);
+int mx_binary(mx_ctx *ctx, mx_array *out, mx_binary_op op, mx_array a, mx_array b);
+int mx_where(mx_ctx *ctx, mx_array *out, mx_array cond, mx_array x, mx_array y);
+int mx_astype(mx_ctx *ctx, mx_array *out, mx_array a, mx_dtype dtype);
+int mx_view(mx_ctx *ctx, mx_array *out, mx_array a, mx_dtype dtype); /* reinterpret bits */
+int mx_clip(mx_ctx *ctx, mx_array *out, mx_array a, mx_array lo, mx_array hi); /* NULL = none */
+
+/* --- shape and indexing ------------------------------------------------------------------- */
+int mx_reshape(mx_ctx *ctx, mx_array *out, mx_array a, const int *shape, int ndim);
+int mx_transpose(mx_ctx *ctx, mx_array *out, mx_array a, const int *perm, int ndim);
+int mx_broadcast_to(mx_ctx *ctx, mx_array *out, mx_array a, const int *shape, int ndim);
+int mx_concatenate(mx_ctx *ctx, mx_array *out, const mx_array *arrays, size_t count, int axis);
+int mx_slice(mx_ctx *ctx, mx_array *out, mx_array a, const int *start, const int *stop,
+             const int *strides, int ndim);
+int mx_slice_update(mx_ctx *ctx, mx_array *out, mx_array a, mx_array update, const int *start,
+                    const int *stop, const int *strides, int ndim);
+int mx_take(mx_ctx *ctx, mx_array *out, mx_array a, mx_array indices, int axis);
+int mx_take_along_axis(mx_ctx *ctx, mx_array *out, mx_array a, mx_array indices, int axis);
+int mx_put_along_axis(mx_ctx *ctx, mx_array *out, mx_array a, mx_array indices, mx_array values,
+                      int axis);
+int mx_pad(mx_ctx *ctx, mx_array *out, mx_array a, const int *low, const int *high, int ndim,
+           mx_array value);
+int mx_tile(mx_ctx *ctx, mx_array *out, mx_array a, const int *reps, int ndim);
+int mx_contiguous(mx_ctx *ctx, mx_array *out, mx_array a);
+
+/* --- reductions, scans, sorting ----------------------------------------------------------- */
+int mx_reduce(mx_ctx *ctx, mx_array *out, mx_reduce_op op, mx_array a, const int *axes,
+              int naxes, bool keepdims);
+int mx_argmax(mx_ctx *ctx, mx_array *out, mx_array a, int axis, bool keepdims);
+int mx_argmin(mx_ctx *ctx, mx_array *out, mx_array a, int axis, bool keepdims);
+int mx_cumsum(mx_ctx *ctx, mx_array *out, mx_array a, int axis, bool reverse, bool inclusive);
+int mx_cumprod(mx_ctx *ctx, mx_array *out, mx_array a, int axis, bool reverse, bool inclusive);
+int mx_sort(mx_ctx *ctx, mx_array *out, mx_array a, int axis);
+int mx_argsort(mx_ctx *ctx, mx_array *out, mx_array a, int axis);
+
+/* --- linear algebra and neural-network kernels -------------------------------------------- */
+int mx_matmul(mx_ctx *ctx, mx_array *out, mx_array a, mx_array b);
+int mx_addmm(mx_ctx *ctx, mx_array *out, mx_array c, mx_array a, mx_array b, float alpha,
+             float beta);
+int mx_softmax(mx_ctx *ctx, mx_array *out, mx_array a, const int *axes, int naxes);
+int mx_layer_norm(mx_ctx *ctx, mx_array *out, mx_array x, mx_array weight, mx_array bias,
+                  float eps); /* last axis; weight/bias may be NULL */
+int mx_rms_norm(mx_ctx *ctx, mx_array *out, mx_array x, mx_array weight, float eps);
+int mx_conv(mx_ctx *ctx, mx_array *out, mx_array input, mx_array weight, const int *strides,
+            const int *pad_low, const int *pad_high, const int *kernel_dilation,
+            const int *input_dilation, int spatial, int groups, bool flip);
+
+/* --- compiled functions ------------------------------------------------------------------- */
+/* A graph function builds outputs from inputs with bridge calls; it returns MX_OK or an error
+ * (message in ctx->error). Compiled with MLX `compile`, it is traced once per cache key. */
+typedef int (*mx_graph_fn)(void *user, mx_ctx *ctx, const mx_array *inputs, size_t n_inputs,
+                           mx_array *outputs, size_t n_outputs);
+int mx_compiled_new(mx_ctx *ctx, mx_compiled **out, mx_graph_fn fn, void *user, size_t n_outputs,
+                    bool shapeless);
+void mx_compiled_free(mx_compiled *compiled);
+int mx_compiled_call(mx_ctx *ctx, mx_compiled *compiled, const mx_array *inputs, size_t n_inputs,
+                     mx_array *outputs, size_t n_outputs);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

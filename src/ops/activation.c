@@ -1,0 +1,6 @@
+/* Operator family 'activation' (see families.h). Rows are added as translators land. */
+#include "ops/families.h"
+
+const op_row ops_activation_rows[] = {
+    OP_ROWS_END,
+};

@@ -1,0 +1,132 @@
+/*
+ * The registry's table and the generic part of every claim: it lists the operator families in
+ * one place, finds the row matching a node's domain, op type and opset version, checks what every
+ * operator needs (tensors of element types MLX can hold, the row's dtype mask), then asks the
+ * row's own predicate. The ONNX -> MLX dtype mapping lives here, with "unsupported" as default.
+ */
+#include "ops/registry.h"
+#include "ops/families.h"
+#include "mlx/mx.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const op_row *const families[] = {
+    ops_elementwise_rows, ops_activation_rows, ops_math_rows,    ops_shape_rows,
+    ops_index_rows,       ops_reduce_rows,     ops_norm_rows,    ops_constant_rows,
+    NULL};
+
+int ir_to_mx_dtype(int t) {
+  switch (t) {
+    case IR_BOOL: return MX_BOOL;
+    case IR_UINT8: return MX_UINT8;
+    case IR_UINT16: return MX_UINT16;
+    case IR_UINT32: return MX_UINT32;
+    case IR_UINT64: return MX_UINT64;
+    case IR_INT8: return MX_INT8;
+    case IR_INT16: return MX_INT16;
+    case IR_INT32: return MX_INT32;
+    case IR_INT64: return MX_INT64;
+    case IR_FLOAT16: return MX_FLOAT16;
+    case IR_FLOAT: return MX_FLOAT32;
+    case IR_BFLOAT16: return MX_BFLOAT16;
+    default: return -1; /* float64, strings, complex, float8/4, int4: not claimed */
+  }
+}
+
+bool op_decline(op_why why, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why.text, why.len, fmt, ap);
+  va_end(ap);
+  return false;
+}
+
+void op_registry_visit(op_visit_fn fn, void *user) {
+  for (int f = 0; families[f]; f++)
+    for (const op_row *r = families[f]; r->op_type; r++) fn(user, r);
+}
+
+static bool same_op(const op_row *r, const char *domain, const char *op_type) {
+  const char *d = strcmp(domain, "ai.onnx") == 0 ? "" : domain;
+  return strcmp(r->op_type, op_type) == 0 && strcmp(r->domain, d) == 0;
+}
+
+const op_row *op_lookup(const char *domain, const char *op_type, int since) {
+  for (int f = 0; families[f]; f++)
+    for (const op_row *r = families[f]; r->op_type; r++)
+      if (same_op(r, domain, op_type) && since >= r->since_min && since <= r->since_max) return r;
+  return NULL;
+}
+
+/* Explains why no row matched: unknown op, or known op at another opset. */
+static void explain_missing(const ir_node *n, op_why why) {
+  int lo = 0, hi = 0;
+  for (int f = 0; families[f]; f++)
+    for (const op_row *r = families[f]; r->op_type; r++)
+      if (same_op(r, n->domain, n->op_type)) {
+        if (!lo || r->since_min < lo) lo = r->since_min;
+        if (r->since_max > hi) hi = r->since_max;
+      }
+  const char *dom = n->domain[0] ? n->domain : "ai.onnx";
+  if (lo)
+    op_decline(why, "%s (%s) opset version %d is not translated (supported: %d..%d)",
+               n->op_type, dom, n->since_version, lo, hi);
+  else
+    op_decline(why, "no MLX translation for %s in domain %s", n->op_type, dom);
+}
+
+static bool boundary_ok(const ir_graph *g, const ir_node *n, op_why why) {
+  for (int pass = 0; pass < 2; pass++) {
+    int count = pass ? n->n_outputs : n->n_inputs;
+    for (int i = 0; i < count; i++) {
+      const ir_value *v = pass ? ir_output(g, n, i) : ir_input(g, n, i);
+      if (!v) continue;
+      if (!v->is_tensor)
+        return op_decline(why, "%s %d ('%s') is not a tensor (sequence/map/optional)",
+                          pass ? "output" : "input", i, v->name);
+      if (ir_to_mx_dtype(v->elem_type) < 0)
+        return op_decline(why, "%s %d ('%s') has element type %s, which MLX cannot hold",
+                          pass ? "output" : "input", i, v->name, ir_elem_name(v->elem_type));
+    }
+  }
+  return true;
+}
+
+const op_row *op_claim(const ir_graph *g, const ir_node *n, char *text, size_t len) {
+  op_why why = {text, len};
+  text[0] = 0;
+  const op_row *r = op_lookup(n->domain, n->op_type, n->since_version);
+  if (!r) {
+    explain_missing(n, why);
+    return NULL;
+  }
+  if (!boundary_ok(g, n, why)) return NULL;
+  const ir_value *x = ir_input(g, n, 0);
+  if (r->dtypes && x && !(r->dtypes & OP_T(x->elem_type))) {
+    op_decline(why, "%s does not take element type %s here", n->op_type,
+               ir_elem_name(x->elem_type));
+    return NULL;
+  }
+  if (r->claim && !r->claim(g, n, r, why)) return NULL;
+  return r;
+}
+
+bool op_all_same_type(const ir_graph *g, const ir_node *n, op_why why) {
+  int t = IR_UNDEFINED;
+  for (int i = 0; i < n->n_inputs; i++) {
+    const ir_value *v = ir_input(g, n, i);
+    if (!v) continue;
+    if (t == IR_UNDEFINED) t = v->elem_type;
+    else if (v->elem_type != t)
+      return op_decline(why, "inputs mix element types %s and %s", ir_elem_name(t),
+                        ir_elem_name(v->elem_type));
+  }
+  return true;
+}
+
+bool op_input_is_const(const ir_graph *g, const ir_node *n, int i) {
+  const ir_value *v = ir_input(g, n, i);
+  return v && v->is_constant;
+}

@@ -1,0 +1,77 @@
+/*
+ * The operator registry: one table whose rows name (domain, op type, opset range), the claim
+ * predicate, the translator and the compile class. The same row answers "can we claim it?" at
+ * GetCapability and "how do we run it?" when a plan is built and run, so the two cannot drift.
+ * A predicate that declines writes a reason a user can act on. Rows are contributed by one file
+ * per operator family (one .c file each in src/ops/) and listed explicitly in registry.c.
+ */
+#ifndef REGISTRY_H
+#define REGISTRY_H
+
+#include "ir/ir.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct tr_ctx;
+struct op_row;
+
+/* How a node may be compiled (see docs/ARCHITECTURE.md, compile policy). */
+typedef enum op_compile_class {
+  OP_SHAPELESS,   /* translation depends on ranks only */
+  OP_SHAPE_KEYED, /* translation reads concrete shapes */
+  OP_EAGER        /* translation reads tensor values on the host every run */
+} op_compile_class;
+
+/* A decline reason under construction. */
+typedef struct op_why {
+  char *text;
+  size_t len;
+} op_why;
+
+typedef bool (*op_claim_fn)(const ir_graph *g, const ir_node *n, const struct op_row *row,
+                            op_why why);
+typedef int (*op_translate_fn)(struct tr_ctx *t, const ir_node *n, const struct op_row *row);
+
+/* Element-type masks: bit (1 << IR_*) per ONNX element type. */
+#define OP_T(x) (1u << (x))
+#define OP_FLOATS (OP_T(IR_FLOAT) | OP_T(IR_FLOAT16) | OP_T(IR_BFLOAT16))
+#define OP_SIGNED (OP_T(IR_INT8) | OP_T(IR_INT16) | OP_T(IR_INT32) | OP_T(IR_INT64))
+#define OP_UNSIGNED (OP_T(IR_UINT8) | OP_T(IR_UINT16) | OP_T(IR_UINT32) | OP_T(IR_UINT64))
+#define OP_INTS (OP_SIGNED | OP_UNSIGNED)
+#define OP_NUMERIC (OP_FLOATS | OP_INTS)
+#define OP_ALL (OP_NUMERIC | OP_T(IR_BOOL))
+
+typedef struct op_row {
+  const char *domain; /* "" for ai.onnx */
+  const char *op_type;
+  int since_min, since_max; /* inclusive range of the node's since_version */
+  op_claim_fn claim;        /* NULL: the generic checks alone decide */
+  op_translate_fn translate;
+  op_compile_class compile_class;
+  uint32_t dtypes; /* accepted element types of input 0 (the "T" type); 0 = any MLX type */
+  int code;        /* family parameter, e.g. the bridge op a shared translator calls */
+  const char *note; /* notable declined forms or the reason for the compile class */
+} op_row;
+
+#define OP_ROWS_END {NULL, NULL, 0, 0, NULL, NULL, OP_SHAPELESS, 0, 0, NULL}
+
+/* Finds the row for a node; NULL with a reason when there is none. Runs the generic checks
+ * (boundary dtypes MLX can hold, the row's dtype mask) and then the row's predicate. */
+const op_row *op_claim(const ir_graph *g, const ir_node *n, char *why, size_t why_len);
+const op_row *op_lookup(const char *domain, const char *op_type, int since_version);
+
+/* Visits every row, in registry order (for docs/OPERATORS.md). */
+typedef void (*op_visit_fn)(void *user, const op_row *row);
+void op_registry_visit(op_visit_fn fn, void *user);
+
+/* Writes a decline reason and returns false, so predicates can `return op_decline(why, ...)`. */
+bool op_decline(op_why why, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Shared claim helpers. */
+bool op_all_same_type(const ir_graph *g, const ir_node *n, op_why why); /* inputs share a dtype */
+bool op_input_is_const(const ir_graph *g, const ir_node *n, int i);
+int ir_to_mx_dtype(int elem_type); /* -1 when MLX has no such dtype */
+
+#endif

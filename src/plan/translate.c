@@ -1,0 +1,88 @@
+/*
+ * The translation context's helpers (see translate.h): input and output access, host reads of
+ * small integer inputs, axis normalisation and error messages.
+ */
+#include "plan/translate.h"
+
+#include "ops/registry.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+mx_array tr_in(tr_ctx *t, int i) {
+  return ir_has_input(t->node, i) ? t->values[t->node->inputs[i]] : NULL;
+}
+
+bool tr_has_out(tr_ctx *t, int i) {
+  return i < t->node->n_outputs && t->node->outputs[i] != IR_NONE;
+}
+
+int tr_out(tr_ctx *t, int i, mx_array a) {
+  if (!tr_has_out(t, i)) return MX_OK; /* an omitted optional output */
+  t->values[t->node->outputs[i]] = a;
+  return MX_OK;
+}
+
+int tr_fail(tr_ctx *t, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(t->mx->error, sizeof t->mx->error, fmt, ap);
+  va_end(ap);
+  return MX_ERR_ARG;
+}
+
+int tr_host_ints(tr_ctx *t, int i, int64_t *vals, size_t cap, size_t *count) {
+  mx_array a = tr_in(t, i);
+  if (!a) return tr_fail(t, "input %d is missing", i);
+  mx_dtype d = mx_dtype_of(a);
+  if (d != MX_INT64 && d != MX_INT32) return tr_fail(t, "input %d must be int32 or int64", i);
+  size_t n = mx_size(a);
+  if (n > cap) return tr_fail(t, "input %d has %zu values, at most %zu are supported", i, n, cap);
+  if (!t->g->values[t->node->inputs[i]].is_constant) t->host_reads++;
+  const void *data = NULL;
+  TR_TRY(mx_host_data(t->mx, a, &data));
+  for (size_t k = 0; k < n; k++)
+    vals[k] = d == MX_INT64 ? ((const int64_t *)data)[k] : ((const int32_t *)data)[k];
+  *count = n;
+  return MX_OK;
+}
+
+int tr_host_scalar(tr_ctx *t, int i, double *value) {
+  mx_array a = tr_in(t, i);
+  if (!a) return tr_fail(t, "input %d is missing", i);
+  if (mx_size(a) != 1) return tr_fail(t, "input %d must hold one value", i);
+  if (!t->g->values[t->node->inputs[i]].is_constant) t->host_reads++;
+  bool is_float = mx_dtype_is_float(mx_dtype_of(a));
+  mx_array c;
+  TR_TRY(mx_astype(t->mx, &c, a, is_float ? MX_FLOAT32 : MX_INT64));
+  if (is_float) {
+    float v = 0;
+    TR_TRY(mx_copy_to_host(t->mx, c, &v, sizeof v));
+    *value = v;
+  } else {
+    int64_t v = 0;
+    TR_TRY(mx_copy_to_host(t->mx, c, &v, sizeof v));
+    *value = (double)v;
+  }
+  return MX_OK;
+}
+
+mx_dtype tr_out_dtype(tr_ctx *t, int i) {
+  const ir_value *v = ir_output(t->g, t->node, i);
+  int d = v ? ir_to_mx_dtype(v->elem_type) : -1;
+  if (d >= 0) return (mx_dtype)d;
+  mx_array x = tr_in(t, 0);
+  return x ? mx_dtype_of(x) : MX_FLOAT32;
+}
+
+int tr_axis(tr_ctx *t, int64_t axis, int rank, int *out) {
+  if (axis < -rank || axis >= (rank ? rank : 1))
+    return tr_fail(t, "axis %lld is out of range for rank %d", (long long)axis, rank);
+  *out = (int)(axis < 0 ? axis + rank : axis);
+  return MX_OK;
+}
+
+int tr_scalar(tr_ctx *t, mx_array *out, double v, mx_dtype dtype) {
+  return mx_scalar(t->mx, out, v, dtype);
+}

@@ -1,0 +1,47 @@
+/*
+ * The translation context a translator sees while it turns one node into MLX operations: the
+ * node's input arrays, a place for its outputs, the bridge context, and host access to integer
+ * inputs (constants are read from the plan; computed values are evaluated, which makes the group
+ * eager for that read). Translators return MX_OK or an error code with a message in t->mx->error;
+ * the plan runner adds the node's name and op before it becomes an ORT status.
+ */
+#ifndef TRANSLATE_H
+#define TRANSLATE_H
+
+#include "ir/ir.h"
+#include "mlx/mx.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct tr_ctx {
+  mx_ctx *mx;
+  const ir_graph *g;
+  mx_array *values; /* per value index of g */
+  const ir_node *node;
+  unsigned host_reads; /* how many non-constant values were read on the host */
+} tr_ctx;
+
+mx_array tr_in(tr_ctx *t, int i); /* NULL for an absent optional input */
+int tr_out(tr_ctx *t, int i, mx_array a);
+bool tr_has_out(tr_ctx *t, int i);
+int tr_fail(tr_ctx *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Reads an integer (int32/int64) input's values on the host into vals (cap entries). */
+int tr_host_ints(tr_ctx *t, int i, int64_t *vals, size_t cap, size_t *count);
+/* Reads a float/int scalar input on the host as a double. */
+int tr_host_scalar(tr_ctx *t, int i, double *value);
+/* The dtype ONNX declares for output i (or input 0's dtype when unknown). */
+mx_dtype tr_out_dtype(tr_ctx *t, int i);
+/* Normalises a possibly negative axis against rank; fails with a message when out of range. */
+int tr_axis(tr_ctx *t, int64_t axis, int rank, int *out);
+/* A scalar of dtype (helper for constants such as 1 or 0.5 in compositions). */
+int tr_scalar(tr_ctx *t, mx_array *out, double v, mx_dtype dtype);
+
+#define TR_TRY(call)        \
+  do {                      \
+    int rc_ = (call);       \
+    if (rc_ != MX_OK) return rc_; \
+  } while (0)
+
+#endif

@@ -1,0 +1,5 @@
+"""pytest configuration: make the checkout's tests/ importable for the shared harness."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))

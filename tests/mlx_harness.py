@@ -1,0 +1,106 @@
+"""Shared test machinery: build one-off ONNX models, run them on the MLX EP and on ORT's CPU
+provider with the same inputs, and prove which provider ran each node.
+
+Output equality alone cannot tell a claimed node from a declined one (ORT's CPU provider would
+compute the same answer), so `run_on_mlx` records ORT's graph assignment and, unless told which
+nodes may stay on CPU, disables CPU fallback so that session creation fails if any node is left.
+"""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxruntime_ep_mlx as mlx
+
+EP = mlx.EP_NAME
+
+
+def make_model(nodes, inputs, outputs, initializers=(), opset=17, domains=None, ir_version=None):
+    """inputs/outputs: lists of (name, onnx elem type, shape) or ValueInfoProtos."""
+    def vi(x):
+        return x if isinstance(x, onnx.ValueInfoProto) else helper.make_tensor_value_info(*x)
+    inits = [i if isinstance(i, onnx.TensorProto) else numpy_helper.from_array(i[1], i[0])
+             for i in initializers]
+    graph = helper.make_graph(list(nodes), "test", [vi(i) for i in inputs],
+                              [vi(o) for o in outputs], inits)
+    opsets = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, v)
+                                                 for d, v in (domains or {}).items()]
+    model = helper.make_model(graph, opset_imports=opsets)
+    model.ir_version = ir_version or min(onnx.IR_VERSION, 10)
+    return model
+
+
+def _bytes(model):
+    return model if isinstance(model, (bytes, str)) else model.SerializeToString()
+
+
+def cpu_session(model):
+    return ort.InferenceSession(_bytes(model), providers=["CPUExecutionProvider"])
+
+
+def mlx_session(model, allow_cpu=False, provider_options=None):
+    so = mlx.session_options(provider_options)
+    so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+    if not allow_cpu:
+        so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    return ort.InferenceSession(_bytes(model), so)
+
+
+def assignment(session):
+    """{node name: provider} for every node ORT placed."""
+    placed = {}
+    for sub in session.get_provider_graph_assignment_info():
+        for node in sub.get_nodes():
+            placed[node.name] = sub.ep_name
+    return placed
+
+
+def run_on_mlx(model, feeds, allow_cpu=False, provider_options=None):
+    s = mlx_session(model, allow_cpu, provider_options)
+    return s.run(None, feeds), assignment(s)
+
+
+def check_against_cpu(model, feeds, rtol=1e-5, atol=1e-6, on_cpu=()):
+    """Runs on MLX and on CPU, asserts every node except `on_cpu` names ran on MLX and that the
+    outputs match. Returns (mlx outputs, cpu outputs, assignment)."""
+    got, placed = run_on_mlx(model, feeds, allow_cpu=bool(on_cpu))
+    names = [n.name for n in (model.graph.node if hasattr(model, "graph") else [])]
+    for name in names:
+        want = "CPUExecutionProvider" if name in on_cpu else EP
+        assert placed.get(name) == want, f"node {name!r} ran on {placed.get(name)}, not {want}"
+    ref = cpu_session(model).run(None, feeds)
+    assert len(got) == len(ref)
+    for g, r in zip(got, ref):
+        assert g.dtype == r.dtype, f"dtype {g.dtype} != {r.dtype}"
+        assert g.shape == r.shape, f"shape {g.shape} != {r.shape}"
+        if g.dtype.kind in "biu":
+            np.testing.assert_array_equal(g, r)
+        else:
+            np.testing.assert_allclose(g.astype(np.float32), r.astype(np.float32), rtol=rtol,
+                                       atol=atol)
+    return got, ref, placed
+
+
+NP_TO_ONNX = {np.dtype(k): v for k, v in {
+    np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16, np.int8: TensorProto.INT8,
+    np.int16: TensorProto.INT16, np.int32: TensorProto.INT32, np.int64: TensorProto.INT64,
+    np.uint8: TensorProto.UINT8, np.uint16: TensorProto.UINT16, np.uint32: TensorProto.UINT32,
+    np.uint64: TensorProto.UINT64, np.bool_: TensorProto.BOOL, np.float64: TensorProto.DOUBLE,
+}.items()}
+
+
+def onnx_type(dtype):
+    return NP_TO_ONNX[np.dtype(dtype)]
+
+
+def rand(shape, dtype=np.float32, low=-2.0, high=2.0, seed=0):
+    rng = np.random.default_rng(seed)
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return rng.random(shape) > 0.5
+    if dtype.kind in "iu":
+        lo = 0 if dtype.kind == "u" else int(low) * 3
+        return rng.integers(lo, int(high) * 3 + 1, size=shape).astype(dtype)
+    return rng.uniform(low, high, size=shape).astype(dtype)
