@@ -58,9 +58,9 @@ static bool all_inputs_constant(const plan *p, const ir_node *n) {
 
 /* Runs one node's translator, reporting failures with the node's name and op. */
 static int translate_node(const plan *p, mx_ctx *ctx, mx_array *values, int index,
-                          unsigned *host_reads, char *err, size_t len) {
+                          tr_checks *checks, unsigned *host_reads, char *err, size_t len) {
   const ir_node *n = &p->g->nodes[index];
-  tr_ctx t = {.mx = ctx, .g = p->g, .values = values, .node = n};
+  tr_ctx t = {.mx = ctx, .g = p->g, .values = values, .node = n, .checks = checks};
   ctx->error[0] = 0;
   int rc = p->rows[index]->translate(&t, n, p->rows[index]);
   *host_reads += t.host_reads;
@@ -77,6 +77,23 @@ static int translate_node(const plan *p, mx_ctx *ctx, mx_array *values, int inde
   return MX_OK;
 }
 
+/* Evaluates the run-time checks and fails on the first that does not hold. */
+static int verify_checks(mx_ctx *ctx, tr_checks *checks, char *err, size_t len) {
+  for (int i = 0; i < checks->count; i++) {
+    tr_check *k = &checks->items[i];
+    bool ok = false;
+    if (mx_copy_to_host(ctx, k->ok, &ok, sizeof ok) != MX_OK) {
+      snprintf(err, len, "node '%s' (%s): %s", k->node->name, k->node->op_type, ctx->error);
+      return MX_ERR_MLX;
+    }
+    if (!ok) {
+      snprintf(err, len, "node '%s' (%s): %s", k->node->name, k->node->op_type, k->message);
+      return MX_ERR_ARG;
+    }
+  }
+  return MX_OK;
+}
+
 /* Nodes whose inputs are all constant (Constant itself, shape arithmetic on initializers) run
  * once here; their outputs become constants. Eager rows (random, host reads) are left alone. */
 static int fold_constants(plan *p, mx_ctx *ctx, char *err, size_t len) {
@@ -85,7 +102,11 @@ static int fold_constants(plan *p, mx_ctx *ctx, char *err, size_t len) {
     const ir_node *n = &p->g->nodes[i];
     if (p->rows[i]->compile_class == OP_EAGER || !all_inputs_constant(p, n)) continue;
     unsigned reads = 0;
-    TR_TRY(translate_node(p, ctx, p->const_values, i, &reads, err, len));
+    tr_checks checks = {0};
+    int rc = translate_node(p, ctx, p->const_values, i, &checks, &reads, err, len);
+    if (rc == MX_OK) rc = verify_checks(ctx, &checks, err, len);
+    free(checks.items);
+    if (rc != MX_OK) return rc;
     for (int o = 0; o < n->n_outputs; o++) {
       if (n->outputs[o] == IR_NONE) continue;
       mx_array *slot = &p->const_values[n->outputs[o]];
@@ -187,10 +208,25 @@ static int bind_input(plan *p, mx_ctx *ctx, int k, const plan_tensor *in, mx_arr
   return rc;
 }
 
+/* One evaluation for the outputs and the checks together. */
+static int eval_outputs(mx_ctx *ctx, mx_array *outputs, int n, tr_checks *checks) {
+  mx_array *all = malloc(sizeof(mx_array) * ((size_t)n + (size_t)checks->count + 1));
+  if (!all) {
+    mx_set_error(ctx, "out of memory");
+    return MX_ERR_NOMEM;
+  }
+  for (int i = 0; i < n; i++) all[i] = outputs[i];
+  for (int i = 0; i < checks->count; i++) all[n + i] = checks->items[i].ok;
+  int rc = mx_eval(ctx, all, (size_t)n + (size_t)checks->count);
+  free(all);
+  return rc;
+}
+
 int plan_run(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array *outputs, char *err,
              size_t len) {
   uint64_t start = now_ns();
   int rc = MX_ERR_NOMEM;
+  tr_checks checks = {0};
   mx_array *values = malloc(sizeof(mx_array) * ((size_t)p->g->n_values + 1));
   if (!values) {
     snprintf(err, len, "out of memory");
@@ -207,7 +243,7 @@ int plan_run(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array *outputs,
   for (int k = 0; k < p->g->n_nodes; k++) {
     int i = p->order[k];
     if (p->folded[i]) continue;
-    rc = translate_node(p, ctx, values, i, &host_reads, err, len);
+    rc = translate_node(p, ctx, values, i, &checks, &host_reads, err, len);
     if (rc != MX_OK) goto done;
   }
   atomic_fetch_add(&p->stats.host_reads, host_reads);
@@ -222,9 +258,11 @@ int plan_run(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array *outputs,
       goto done;
     }
   }
-  rc = mx_eval(ctx, outputs, (size_t)p->g->n_graph_outputs);
+  rc = eval_outputs(ctx, outputs, p->g->n_graph_outputs, &checks);
   if (rc != MX_OK) snprintf(err, len, "evaluating group '%s': %s", p->name, ctx->error);
+  else rc = verify_checks(ctx, &checks, err, len);
 done:
+  free(checks.items);
   free(values);
   atomic_fetch_add(&p->stats.runs, 1);
   if (rc != MX_OK) atomic_fetch_add(&p->stats.failures, 1);

@@ -8,6 +8,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 mx_array tr_in(tr_ctx *t, int i) {
@@ -85,4 +86,26 @@ int tr_axis(tr_ctx *t, int64_t axis, int rank, int *out) {
 
 int tr_scalar(tr_ctx *t, mx_array *out, double v, mx_dtype dtype) {
   return mx_scalar(t->mx, out, v, dtype);
+}
+
+int tr_check_that(tr_ctx *t, mx_array ok, const char *fmt, ...) {
+  tr_checks *c = t->checks;
+  if (!c) return tr_fail(t, "run-time checks are not available here");
+  if (c->count == c->cap) {
+    int cap = c->cap ? c->cap * 2 : 8;
+    tr_check *grown = realloc(c->items, sizeof(tr_check) * (size_t)cap);
+    if (!grown) return tr_fail(t, "out of memory");
+    c->items = grown;
+    c->cap = cap;
+  }
+  mx_array all;
+  TR_TRY(mx_reduce(t->mx, &all, MX_ALL, ok, NULL, 0, false));
+  tr_check *k = &c->items[c->count++];
+  k->ok = all;
+  k->node = t->node;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(k->message, sizeof k->message, fmt, ap);
+  va_end(ap);
+  return MX_OK;
 }

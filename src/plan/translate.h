@@ -15,12 +15,27 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A run-time check: a boolean scalar computed in the same MLX graph; when it evaluates false
+ * the run fails with the message, naming the node. Lets translators validate live values (index
+ * ranges) without a separate host round trip. */
+typedef struct tr_check {
+  mx_array ok;
+  const ir_node *node;
+  char message[160];
+} tr_check;
+
+typedef struct tr_checks {
+  tr_check *items;
+  int count, cap;
+} tr_checks;
+
 typedef struct tr_ctx {
   mx_ctx *mx;
   const ir_graph *g;
   mx_array *values; /* per value index of g */
   const ir_node *node;
   unsigned host_reads; /* how many non-constant values were read on the host */
+  tr_checks *checks;   /* where tr_check_that records run-time checks */
 } tr_ctx;
 
 mx_array tr_in(tr_ctx *t, int i); /* NULL for an absent optional input */
@@ -35,6 +50,8 @@ int tr_host_scalar(tr_ctx *t, int i, double *value);
 mx_dtype tr_out_dtype(tr_ctx *t, int i);
 /* Normalises a possibly negative axis against rank; fails with a message when out of range. */
 int tr_axis(tr_ctx *t, int64_t axis, int rank, int *out);
+/* Records that `ok` (a bool array; all elements must be true) must hold after evaluation. */
+int tr_check_that(tr_ctx *t, mx_array ok, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* A scalar of dtype (helper for constants such as 1 or 0.5 in compositions). */
 int tr_scalar(tr_ctx *t, mx_array *out, double v, mx_dtype dtype);
 
