@@ -222,6 +222,24 @@ static int eval_outputs(mx_ctx *ctx, mx_array *outputs, int n, tr_checks *checks
   return rc;
 }
 
+/* MLX reports some errors only when the graph is evaluated, without saying which op failed.
+ * The lazy graph is still intact, so evaluate node by node, in order, to name the culprit. */
+static void locate_failure(const plan *p, mx_ctx *ctx, mx_array *values, char *err, size_t len) {
+  char first[MX_ERROR_LEN];
+  snprintf(first, sizeof first, "%s", ctx->error);
+  for (int k = 0; k < p->g->n_nodes; k++) {
+    const ir_node *n = &p->g->nodes[p->order[k]];
+    for (int o = 0; o < n->n_outputs; o++) {
+      if (n->outputs[o] == IR_NONE || !values[n->outputs[o]]) continue;
+      if (mx_eval(ctx, &values[n->outputs[o]], 1) != MX_OK) {
+        snprintf(err, len, "node '%s' (%s): %s", n->name, n->op_type, ctx->error);
+        return;
+      }
+    }
+  }
+  snprintf(err, len, "evaluating group '%s': %s", p->name, first);
+}
+
 int plan_run(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array *outputs, char *err,
              size_t len) {
   uint64_t start = now_ns();
@@ -259,7 +277,7 @@ int plan_run(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array *outputs,
     }
   }
   rc = eval_outputs(ctx, outputs, p->g->n_graph_outputs, &checks);
-  if (rc != MX_OK) snprintf(err, len, "evaluating group '%s': %s", p->name, ctx->error);
+  if (rc != MX_OK) locate_failure(p, ctx, values, err, len);
   else rc = verify_checks(ctx, &checks, err, len);
 done:
   free(checks.items);

@@ -1,0 +1,87 @@
+"""The plugin as ORT sees it: exported symbols, registration, devices, provider options, and the
+verbose diagnostics printed at session creation and teardown."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper
+
+import onnxruntime_ep_mlx as mlx
+from mlx_harness import check_against_cpu, make_model, mlx_session
+
+
+def add_model():
+    return make_model([helper.make_node("Add", ["a", "b"], ["c"], name="add0")],
+                      [("a", TP.FLOAT, ["N", 3]), ("b", TP.FLOAT, [3])], [("c", TP.FLOAT, None)])
+
+
+def test_library_exports_only_the_two_entry_points():
+    out = subprocess.run(["nm", "-D", "--defined-only", mlx.library_path()], capture_output=True,
+                         text=True, check=True).stdout
+    names = sorted(line.split()[-1] for line in out.splitlines() if line.strip())
+    assert names == ["CreateEpFactories", "ReleaseEpFactory"]
+
+
+def test_registration_is_idempotent_and_offers_a_cpu_device():
+    mlx.register_execution_provider_library()
+    mlx.register_execution_provider_library()
+    devices = mlx.ep_devices()
+    assert devices, "the MLX EP offers no device"
+    cpu = [d for d in devices if d.device.type == ort.OrtHardwareDeviceType.CPU]
+    assert cpu and cpu[0].ep_vendor == "onnxruntime-ep-mlx"
+    assert cpu[0].ep_metadata["mlx_device"] == "cpu"
+    assert cpu[0].ep_metadata["mlx_version"].startswith("0.")
+
+
+def test_session_runs_on_mlx_with_dynamic_batch():
+    for n in (1, 4):
+        a = np.random.default_rng(n).random((n, 3), dtype=np.float32)
+        b = np.arange(3, dtype=np.float32)
+        check_against_cpu(add_model(), {"a": a, "b": b})
+
+
+@pytest.mark.parametrize("device", ["cpu"])
+def test_device_option_is_accepted(device):
+    s = mlx_session(add_model(), provider_options={"device": device})
+    a = np.ones((2, 3), np.float32)
+    np.testing.assert_array_equal(s.run(None, {"a": a, "b": a[0]})[0], a + 1)
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("device", "tpu", "device='tpu' is not one of cpu, gpu"),
+    ("verbose", "yes", "verbose='yes' is not 0 or 1"),
+])
+def test_bad_provider_option_is_a_clear_error(key, value, message, capsys):
+    # ORT's Python layer prints the EP's error and retries on CPU, which CPU-fallback=0 refuses.
+    with pytest.raises(Exception):
+        mlx_session(add_model(), provider_options={key: value})
+    assert message in capsys.readouterr().out
+
+
+def test_gpu_option_without_gpu_backend_is_refused(capsys):
+    if any(d.ep_metadata.get("mlx_device") == "gpu" for d in mlx.ep_devices()):
+        pytest.skip("this MLX build has a GPU backend")
+    with pytest.raises(Exception):
+        mlx_session(add_model(), provider_options={"device": "gpu"})
+    assert "no GPU backend" in capsys.readouterr().out
+
+
+def test_verbose_prints_partition_report_and_session_summary(tmp_path):
+    model = tmp_path / "add.onnx"
+    model.write_bytes(add_model().SerializeToString())
+    code = (
+        "import numpy as np, sys; sys.path.insert(0, %r)\n"
+        "from mlx_harness import mlx_session\n"
+        "s = mlx_session(%r)\n"
+        "s.run(None, {'a': np.ones((2, 3), np.float32), 'b': np.ones(3, np.float32)})\n"
+        "del s\n" % (os.path.dirname(__file__), str(model)))
+    env = dict(os.environ, ONNXRUNTIME_EP_MLX_VERBOSE="1")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "partition: 1 of 1 nodes claimed, 1 fused group(s)" in r.stderr
+    assert "session summary: 1 fused group(s) on cpu" in r.stderr
+    assert "runs 1 (failed 0)" in r.stderr
