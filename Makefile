@@ -24,7 +24,7 @@ ALL_CXXFLAGS := -std=c++20 $(WARN) -fPIC -fvisibility=hidden -Isrc -isystem $(ML
 LDFLAGS_LIB  := -shared -Wl,--version-script=src/ep/exports.map -Wl,--no-undefined \
                 -L$(MLX_DIR)/lib -lmlx -Wl,-rpath,'$$ORIGIN/../$(MLX_DIR)/lib' -Wl,-rpath,$(abspath $(MLX_DIR)/lib) -lpthread
 
-.PHONY: setup build run test clean conformance
+.PHONY: setup build run test clean operators
 setup:
 	@bash scripts/setup.sh
 
@@ -33,6 +33,7 @@ $(STAMP): deps/pins.env scripts/setup.sh
 
 build: $(STAMP)
 	@$(MAKE) --no-print-directory $(LIB)
+	@$(MAKE) --no-print-directory $(DUMP)
 	@echo "$(abspath python)" > $(SITE)/onnxruntime_ep_mlx.pth
 
 $(LIB): $(OBJS) src/ep/exports.map
@@ -42,9 +43,22 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
+$(BUILD)/tools/%.o: tools/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
 $(BUILD)/%.o: %.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(ALL_CXXFLAGS) -c $< -o $@
+
+# docs/OPERATORS.md is printed by a small program linked with the registry itself.
+DUMP := $(BUILD)/registry_dump
+$(DUMP): $(BUILD)/tools/registry_dump.o $(filter-out $(BUILD)/src/ep/%,$(OBJS))
+	$(CXX) -o $@ $^ -L$(MLX_DIR)/lib -lmlx -Wl,-rpath,$(abspath $(MLX_DIR)/lib) -lpthread
+
+operators: build
+	@$(MAKE) --no-print-directory $(DUMP)
+	$(DUMP) > docs/OPERATORS.md
 
 run: build
 	$(PY) -m onnxruntime_ep_mlx run

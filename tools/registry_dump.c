@@ -1,0 +1,76 @@
+/*
+ * Prints docs/OPERATORS.md from the registry itself, so the document cannot drift from what the
+ * EP claims: one line per row with its domain, opset range, accepted element types of the
+ * primary input, compile class and notes. Run by `make operators`; a test checks the committed
+ * file is current.
+ */
+#include "ir/ir.h"
+#include "ops/registry.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const int type_order[] = {IR_FLOAT, IR_FLOAT16, IR_BFLOAT16, IR_INT8,  IR_INT16,
+                                 IR_INT32, IR_INT64,   IR_UINT8,    IR_UINT16, IR_UINT32,
+                                 IR_UINT64, IR_BOOL};
+
+static void print_types(uint32_t mask) {
+  if (!mask) {
+    printf("any");
+    return;
+  }
+  const char *sep = "";
+  for (size_t i = 0; i < sizeof type_order / sizeof *type_order; i++)
+    if (mask & OP_T(type_order[i])) {
+      printf("%s%s", sep, ir_elem_name(type_order[i]));
+      sep = ", ";
+    }
+}
+
+static const char *class_name(op_compile_class c) {
+  switch (c) {
+    case OP_SHAPELESS: return "shapeless";
+    case OP_SHAPE_KEYED: return "shape-keyed";
+    case OP_EAGER: return "eager";
+  }
+  return "?";
+}
+
+typedef struct counts {
+  int rows, ops;
+  char last[128];
+} counts;
+
+static void count_row(void *user, const op_row *r) {
+  counts *c = user;
+  char key[128];
+  snprintf(key, sizeof key, "%s/%s", r->domain, r->op_type);
+  c->rows++;
+  if (strcmp(key, c->last) != 0) c->ops++;
+  snprintf(c->last, sizeof c->last, "%s", key);
+}
+
+static void print_row(void *user, const op_row *r) {
+  (void)user;
+  printf("| %s | %s | %d..%d | ", r->op_type, r->domain[0] ? r->domain : "ai.onnx", r->since_min,
+         r->since_max);
+  print_types(r->dtypes);
+  printf(" | %s | %s |\n", class_name(r->compile_class), r->note ? r->note : "");
+}
+
+int main(void) {
+  counts c = {0};
+  op_registry_visit(count_row, &c);
+  printf("# Operators\n\n");
+  printf("Generated from the registry by `make operators` (tools/registry_dump.c); do not edit.\n");
+  printf("%d registry rows covering %d operator types. A row is claimed when the node's opset\n"
+         "version lies in its range, every input and output is a tensor of an element type MLX\n"
+         "holds (float64, strings, float8/float4 and int4 never are), input 0 has one of the\n"
+         "listed element types, and the row's own predicate agrees; otherwise the node stays on\n"
+         "ONNX Runtime's CPU provider and the partition report says why.\n\n",
+         c.rows, c.ops);
+  printf("| Operator | Domain | Opsets | Element types (input 0) | Compile | Notes |\n");
+  printf("|---|---|---|---|---|---|\n");
+  op_registry_visit(print_row, NULL);
+  return 0;
+}
