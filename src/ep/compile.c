@@ -21,6 +21,11 @@ typedef struct compute_info {
 
 static pthread_mutex_t mlx_lock = PTHREAD_MUTEX_INITIALIZER;
 
+void ep_mlx_lock(void) { pthread_mutex_lock(&mlx_lock); }
+void ep_mlx_unlock(void) { pthread_mutex_unlock(&mlx_lock); }
+
+enum { PLAN_CACHE_SIZE = 8 }; /* compiled shape variants kept per keyed group */
+
 static OrtStatus *ORT_API_CALL create_state(OrtNodeComputeInfo *this_ptr,
                                             OrtNodeComputeContext *ctx, void **state) {
   (void)ctx;
@@ -138,7 +143,11 @@ static OrtStatus *compile_one(mlx_ep *ep, const OrtGraph *graph, const OrtNode *
   if (!g) return ep_status(ort, ORT_FAIL, "%s: Compile '%s': %s", EP_NAME, name, err);
   plan *p = NULL;
   pthread_mutex_lock(&mlx_lock);
-  int rc = plan_build(g, name, ep->options.device, &p, err, sizeof err);
+  plan_config cfg = {.device = ep->options.device,
+                     .compile = ep->options.compile,
+                     .shapeless = ep->options.shapeless,
+                     .cache_size = PLAN_CACHE_SIZE};
+  int rc = plan_build(g, name, &cfg, &p, err, sizeof err);
   pthread_mutex_unlock(&mlx_lock);
   if (rc != MX_OK) return ep_status(ort, ORT_FAIL, "%s: Compile '%s': %s", EP_NAME, name, err);
   if ((st = keep_plan(ep, p))) {

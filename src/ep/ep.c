@@ -42,13 +42,20 @@ static void print_summary(const mlx_ep *ep) {
           ep->options.device == MX_DEVICE_GPU ? "gpu" : "cpu");
   for (int i = 0; i < ep->n_plans; i++) {
     const plan *p = ep->plans[i];
-    unsigned long long runs = p->stats.runs, ns = p->stats.eval_ns;
+    const plan_stats *s = &p->stats;
+    unsigned long long runs = s->runs, ns = s->eval_ns;
     fprintf(stderr,
-            "[%s]   %s: %d nodes, runs %llu (failed %llu), path eager, mean run %.3f ms, "
+            "[%s]   %s: %d nodes, path %s%s (%s), runs %llu (failed %llu, compiled %llu, eager "
+            "%llu), cache hits %llu misses %llu, traces %llu, fallbacks %llu, mean run %.3f ms, "
             "in %llu B, out %llu B, host reads %llu\n",
-            EP_NAME, p->name, p->g->n_nodes, runs, (unsigned long long)p->stats.failures,
-            runs ? (double)ns / (double)runs / 1e6 : 0.0, (unsigned long long)p->stats.bytes_in,
-            (unsigned long long)p->stats.bytes_out, (unsigned long long)p->stats.host_reads);
+            EP_NAME, p->name, p->g->n_nodes, plan_path_name(p->path),
+            p->compile_broken ? "->eager" : "", p->path_reason, runs,
+            (unsigned long long)s->failures, (unsigned long long)s->compiled_runs,
+            (unsigned long long)s->eager_runs, (unsigned long long)s->cache_hits,
+            (unsigned long long)s->cache_misses, (unsigned long long)s->traces,
+            (unsigned long long)s->fallbacks, runs ? (double)ns / (double)runs / 1e6 : 0.0,
+            (unsigned long long)s->bytes_in, (unsigned long long)s->bytes_out,
+            (unsigned long long)s->host_reads);
   }
 }
 
@@ -56,7 +63,9 @@ void ep_destroy(OrtEp *base) {
   mlx_ep *ep = (mlx_ep *)base;
   if (!ep) return;
   if (ep->options.verbose) print_summary(ep);
+  ep_mlx_lock(); /* freeing arrays and compiled functions touches MLX's shared state */
   for (int i = 0; i < ep->n_plans; i++) plan_free(ep->plans[i]);
+  ep_mlx_unlock();
   free(ep->plans);
   free(ep);
 }

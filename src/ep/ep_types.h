@@ -22,6 +22,8 @@ typedef struct ep_options {
   mx_device device;
   bool verbose;           /* ONNXRUNTIME_EP_MLX_VERBOSE or option verbose=1 */
   char report_file[1024]; /* option report_file: JSON partition report written here */
+  bool compile;           /* off with ONNXRUNTIME_EP_MLX_NO_COMPILE=1 */
+  bool shapeless;         /* off with ONNXRUNTIME_EP_MLX_NO_SHAPELESS=1 */
 } ep_options;
 
 typedef struct ep_factory {
@@ -41,6 +43,10 @@ typedef struct mlx_ep {
   struct plan **plans; /* every plan compiled for this session; the EP owns them */
   int n_plans, cap_plans;
 } mlx_ep;
+
+/* The process-wide lock around MLX graph building, evaluation and freeing (compile.c). */
+void ep_mlx_lock(void);
+void ep_mlx_unlock(void);
 
 /* Turns an internal code and message into an ORT status (the only place statuses are made). */
 OrtStatus *ep_status(const OrtApi *ort, int code, const char *fmt, ...)

@@ -6,6 +6,8 @@
  *   device=cpu|gpu         (default: gpu when MLX has a GPU backend, else cpu)
  *   verbose=0|1            (also ONNXRUNTIME_EP_MLX_VERBOSE=1)
  *   report_file=PATH       (write the partition report as JSON at session creation)
+ * Environment only (A/B switches): ONNXRUNTIME_EP_MLX_NO_COMPILE=1 runs every group eagerly;
+ * ONNXRUNTIME_EP_MLX_NO_SHAPELESS=1 compiles keyed on input shapes instead of shapeless.
  */
 #include "ep/ep_types.h"
 
@@ -37,6 +39,8 @@ OrtStatus *ep_options_parse(const OrtApi *ort, const OrtSessionOptions *so, ep_o
   memset(out, 0, sizeof *out);
   out->device = mx_device_available(MX_DEVICE_GPU) ? MX_DEVICE_GPU : MX_DEVICE_CPU;
   out->verbose = env_flag("ONNXRUNTIME_EP_MLX_VERBOSE");
+  out->compile = !env_flag("ONNXRUNTIME_EP_MLX_NO_COMPILE");
+  out->shapeless = !env_flag("ONNXRUNTIME_EP_MLX_NO_SHAPELESS");
   if (!so) return NULL;
   char value[1024];
   bool found;

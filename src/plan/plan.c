@@ -1,26 +1,19 @@
 /*
- * Builds and runs plans (see plan.h). Build: take ownership of the group's snapshot, order its
- * nodes, find each node's registry row, copy constant initializers into MLX arrays, and fold
- * nodes whose inputs are all constant. Run: wrap the inputs, call each node's translator to grow
- * one lazy MLX graph, cast outputs to their declared types and evaluate them together.
+ * Builds plans (see plan.h): take ownership of the group's snapshot, order its nodes, find each
+ * node's registry row, copy constant initializers into MLX arrays, fold nodes whose inputs are
+ * all constant, and choose the compile path from the rows' compile classes. Running lives in
+ * run.c; the per-node translation step both share lives here.
  */
 #include "plan/plan.h"
 
 #include "ir/partition.h"
-#include "plan/translate.h"
+#include "plan/plan_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static int dims_to_int(const int64_t *dims, int rank, int *shape) {
+int plan_dims_to_int(const int64_t *dims, int rank, int *shape) {
   if (rank > MX_MAX_RANK) return MX_ERR_ARG;
   for (int i = 0; i < rank; i++) {
     if (dims[i] < 0 || dims[i] > INT32_MAX) return MX_ERR_ARG;
@@ -35,7 +28,7 @@ static int load_constants(plan *p, mx_ctx *ctx, char *err, size_t len) {
     if (!val->is_constant) continue;
     int dt = ir_to_mx_dtype(val->elem_type);
     int shape[MX_MAX_RANK];
-    if (dt < 0 || dims_to_int(val->dims, val->rank, shape) != MX_OK) {
+    if (dt < 0 || plan_dims_to_int(val->dims, val->rank, shape) != MX_OK) {
       snprintf(err, len, "constant '%s' (%s) cannot become an MLX array", val->name,
                ir_elem_name(val->elem_type));
       return MX_ERR_ARG;
@@ -57,7 +50,7 @@ static bool all_inputs_constant(const plan *p, const ir_node *n) {
 }
 
 /* Runs one node's translator, reporting failures with the node's name and op. */
-static int translate_node(const plan *p, mx_ctx *ctx, mx_array *values, int index,
+int plan_translate_node(const plan *p, mx_ctx *ctx, mx_array *values, int index,
                           tr_checks *checks, unsigned *host_reads, char *err, size_t len) {
   const ir_node *n = &p->g->nodes[index];
   tr_ctx t = {.mx = ctx, .g = p->g, .values = values, .node = n, .checks = checks};
@@ -78,7 +71,7 @@ static int translate_node(const plan *p, mx_ctx *ctx, mx_array *values, int inde
 }
 
 /* Evaluates the run-time checks and fails on the first that does not hold. */
-static int verify_checks(mx_ctx *ctx, tr_checks *checks, char *err, size_t len) {
+int plan_verify_checks(mx_ctx *ctx, tr_checks *checks, char *err, size_t len) {
   for (int i = 0; i < checks->count; i++) {
     tr_check *k = &checks->items[i];
     bool ok = false;
@@ -103,8 +96,8 @@ static int fold_constants(plan *p, mx_ctx *ctx, char *err, size_t len) {
     if (p->rows[i]->compile_class == OP_EAGER || !all_inputs_constant(p, n)) continue;
     unsigned reads = 0;
     tr_checks checks = {0};
-    int rc = translate_node(p, ctx, p->const_values, i, &checks, &reads, err, len);
-    if (rc == MX_OK) rc = verify_checks(ctx, &checks, err, len);
+    int rc = plan_translate_node(p, ctx, p->const_values, i, &checks, &reads, err, len);
+    if (rc == MX_OK) rc = plan_verify_checks(ctx, &checks, err, len);
     free(checks.items);
     if (rc != MX_OK) return rc;
     for (int o = 0; o < n->n_outputs; o++) {
@@ -120,8 +113,41 @@ static int fold_constants(plan *p, mx_ctx *ctx, char *err, size_t len) {
   return MX_OK;
 }
 
-int plan_build(const ir_graph *snapshot, const char *name, mx_device device, plan **out,
+/* The compile path: shapeless when every node that runs per call allows it, keyed on input
+ * shapes when some node reads shapes, eager when some node reads values on the host. */
+static void choose_path(plan *p, const plan_config *cfg) {
+  op_compile_class worst = OP_SHAPELESS;
+  p->path_reason = "every node is shapeless-safe";
+  int live = 0;
+  for (int i = 0; i < p->g->n_nodes; i++) {
+    live += !p->folded[i];
+    if (p->folded[i] || p->rows[i]->compile_class <= worst) continue;
+    worst = p->rows[i]->compile_class;
+    snprintf(p->path_reason_buf, sizeof p->path_reason_buf, "%s '%s' is %s",
+             p->g->nodes[i].op_type, p->g->nodes[i].name,
+             worst == OP_EAGER ? "eager-only" : "shape-keyed");
+    p->path_reason = p->path_reason_buf;
+  }
+  if (!cfg->compile) {
+    p->path = PLAN_EAGER;
+    p->path_reason = "compilation disabled (ONNXRUNTIME_EP_MLX_NO_COMPILE)";
+  } else if (live <= 1) {
+    p->path = PLAN_EAGER; /* compiling one op only adds the cost of the compiled call */
+    p->path_reason = "a single node: nothing to fuse";
+  } else if (worst == OP_EAGER) {
+    p->path = PLAN_EAGER;
+  } else if (worst == OP_SHAPE_KEYED || !cfg->shapeless) {
+    p->path = PLAN_KEYED;
+    if (worst == OP_SHAPELESS) p->path_reason = "shapeless disabled (ONNXRUNTIME_EP_MLX_NO_SHAPELESS)";
+  } else {
+    p->path = PLAN_SHAPELESS;
+  }
+  p->cache_capacity = cfg->cache_size > 0 ? cfg->cache_size : 1;
+}
+
+int plan_build(const ir_graph *snapshot, const char *name, const plan_config *cfg, plan **out,
                char *err, size_t len) {
+  mx_device device = cfg->device;
   *out = NULL;
   plan *p = calloc(1, sizeof *p);
   if (!p) return MX_ERR_NOMEM;
@@ -162,6 +188,7 @@ int plan_build(const ir_graph *snapshot, const char *name, mx_device device, pla
   rc = load_constants(p, &ctx, err, len);
   if (rc == MX_OK) rc = fold_constants(p, &ctx, err, len);
   if (rc != MX_OK) goto fail;
+  choose_path(p, cfg);
   free(all);
   free(groups);
   *out = p;
@@ -175,6 +202,7 @@ fail:
 
 void plan_free(plan *p) {
   if (!p) return;
+  plan_cache_clear(p);
   mx_arena_free(p->consts);
   ir_graph_free(p->g);
   free(p->name);
@@ -185,105 +213,3 @@ void plan_free(plan *p) {
   free(p);
 }
 
-static int bind_input(plan *p, mx_ctx *ctx, int k, const plan_tensor *in, mx_array *slot,
-                      char *err, size_t len) {
-  const ir_value *v = &p->g->values[p->g->graph_inputs[k]];
-  int dt = ir_to_mx_dtype(in->elem_type);
-  int shape[MX_MAX_RANK];
-  if (dt < 0 || (v->elem_type != IR_UNDEFINED && in->elem_type != v->elem_type)) {
-    snprintf(err, len, "input '%s' has element type %s, the plan expects %s", v->name,
-             ir_elem_name(in->elem_type), ir_elem_name(v->elem_type));
-    return MX_ERR_ARG;
-  }
-  if (dims_to_int(in->dims, in->rank, shape) != MX_OK) {
-    snprintf(err, len, "input '%s' has a shape MLX cannot hold (rank %d)", v->name, in->rank);
-    return MX_ERR_ARG;
-  }
-  static char empty[16];
-  void *data = in->bytes ? in->data : empty;
-  int rc = p->wrap_inputs ? mx_wrap_data(ctx, slot, data, shape, in->rank, (mx_dtype)dt)
-                          : mx_from_data(ctx, slot, data, shape, in->rank, (mx_dtype)dt);
-  if (rc != MX_OK) snprintf(err, len, "input '%s': %s", v->name, ctx->error);
-  atomic_fetch_add(&p->stats.bytes_in, in->bytes);
-  return rc;
-}
-
-/* One evaluation for the outputs and the checks together. */
-static int eval_outputs(mx_ctx *ctx, mx_array *outputs, int n, tr_checks *checks) {
-  mx_array *all = malloc(sizeof(mx_array) * ((size_t)n + (size_t)checks->count + 1));
-  if (!all) {
-    mx_set_error(ctx, "out of memory");
-    return MX_ERR_NOMEM;
-  }
-  for (int i = 0; i < n; i++) all[i] = outputs[i];
-  for (int i = 0; i < checks->count; i++) all[n + i] = checks->items[i].ok;
-  int rc = mx_eval(ctx, all, (size_t)n + (size_t)checks->count);
-  free(all);
-  return rc;
-}
-
-/* MLX reports some errors only when the graph is evaluated, without saying which op failed.
- * The lazy graph is still intact, so evaluate node by node, in order, to name the culprit. */
-static void locate_failure(const plan *p, mx_ctx *ctx, mx_array *values, char *err, size_t len) {
-  char first[MX_ERROR_LEN];
-  snprintf(first, sizeof first, "%s", ctx->error);
-  for (int k = 0; k < p->g->n_nodes; k++) {
-    const ir_node *n = &p->g->nodes[p->order[k]];
-    for (int o = 0; o < n->n_outputs; o++) {
-      if (n->outputs[o] == IR_NONE || !values[n->outputs[o]]) continue;
-      if (mx_eval(ctx, &values[n->outputs[o]], 1) != MX_OK) {
-        snprintf(err, len, "node '%s' (%s): %s", n->name, n->op_type, ctx->error);
-        return;
-      }
-    }
-  }
-  snprintf(err, len, "evaluating group '%s': %s", p->name, first);
-}
-
-int plan_run(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array *outputs, char *err,
-             size_t len) {
-  uint64_t start = now_ns();
-  int rc = MX_ERR_NOMEM;
-  tr_checks checks = {0};
-  mx_array *values = malloc(sizeof(mx_array) * ((size_t)p->g->n_values + 1));
-  if (!values) {
-    snprintf(err, len, "out of memory");
-    goto done;
-  }
-  memcpy(values, p->const_values, sizeof(mx_array) * (size_t)p->g->n_values);
-  for (int k = 0; k < p->g->n_graph_inputs; k++) {
-    int v = p->g->graph_inputs[k];
-    if (v == IR_NONE || p->const_values[v]) continue;
-    rc = bind_input(p, ctx, k, &inputs[k], &values[v], err, len);
-    if (rc != MX_OK) goto done;
-  }
-  unsigned host_reads = 0;
-  for (int k = 0; k < p->g->n_nodes; k++) {
-    int i = p->order[k];
-    if (p->folded[i]) continue;
-    rc = translate_node(p, ctx, values, i, &checks, &host_reads, err, len);
-    if (rc != MX_OK) goto done;
-  }
-  atomic_fetch_add(&p->stats.host_reads, host_reads);
-  for (int k = 0; k < p->g->n_graph_outputs; k++) {
-    const ir_value *v = &p->g->values[p->g->graph_outputs[k]];
-    outputs[k] = values[p->g->graph_outputs[k]];
-    int want = ir_to_mx_dtype(v->elem_type);
-    if (want >= 0 && mx_dtype_of(outputs[k]) != (mx_dtype)want &&
-        mx_astype(ctx, &outputs[k], outputs[k], (mx_dtype)want) != MX_OK) {
-      snprintf(err, len, "output '%s': %s", v->name, ctx->error);
-      rc = MX_ERR_MLX;
-      goto done;
-    }
-  }
-  rc = eval_outputs(ctx, outputs, p->g->n_graph_outputs, &checks);
-  if (rc != MX_OK) locate_failure(p, ctx, values, err, len);
-  else rc = verify_checks(ctx, &checks, err, len);
-done:
-  free(checks.items);
-  free(values);
-  atomic_fetch_add(&p->stats.runs, 1);
-  if (rc != MX_OK) atomic_fetch_add(&p->stats.failures, 1);
-  atomic_fetch_add(&p->stats.eval_ns, now_ns() - start);
-  return rc;
-}

@@ -27,7 +27,25 @@ typedef struct plan_tensor {
 
 typedef struct plan_stats {
   atomic_ullong runs, failures, eval_ns, bytes_in, bytes_out, host_reads;
+  atomic_ullong compiled_runs, eager_runs, cache_hits, cache_misses, traces, fallbacks;
 } plan_stats;
+
+typedef enum plan_path { PLAN_EAGER, PLAN_SHAPELESS, PLAN_KEYED } plan_path;
+
+/* Session-wide settings a plan is built with (from provider options / environment). */
+typedef struct plan_config {
+  mx_device device;
+  bool compile;   /* MLX compile at all (ONNXRUNTIME_EP_MLX_NO_COMPILE=1 turns it off) */
+  bool shapeless; /* allow shapeless compile (ONNXRUNTIME_EP_MLX_NO_SHAPELESS=1 turns it off) */
+  int cache_size; /* compiled variants kept per keyed plan */
+} plan_config;
+
+typedef struct plan_cache_entry {
+  int64_t *signature; /* dtype, rank and dims of every bound input */
+  size_t signature_len;
+  mx_compiled *fn;
+  uint64_t last_use;
+} plan_cache_entry;
 
 typedef struct plan {
   char *name; /* the fused node's name */
@@ -39,16 +57,28 @@ typedef struct plan {
   mx_array *const_values; /* per value; NULL unless constant */
   mx_device device;
   bool wrap_inputs; /* hand ORT's input buffers to MLX without a copy (CPU device) */
+  plan_path path;   /* chosen at build from the rows' compile classes */
+  const char *path_reason;
+  char path_reason_buf[192];
+  bool compile_broken; /* a trace failed where eager succeeded: eager from then on */
+  atomic_bool traced_checks; /* some trace recorded run-time checks: read the check output */
+  mx_compiled *shapeless_fn;
+  plan_cache_entry *cache; /* keyed variants, least recently used evicted */
+  int cache_count, cache_capacity;
+  uint64_t cache_clock;
   plan_stats stats;
 } plan;
 
 /* Builds a plan from the fused subgraph. On failure returns an MX_* code and a message. */
-int plan_build(const ir_graph *snapshot, const char *name, mx_device device, plan **out,
+int plan_build(const ir_graph *snapshot, const char *name, const plan_config *cfg, plan **out,
                char *err, size_t err_len);
 void plan_free(plan *p);
+const char *plan_path_name(plan_path path);
 
-/* Runs the plan: translates every node on the inputs and evaluates the outputs (n = the
- * subgraph's output count) in ctx's arena. Messages name the failing node. */
+/* Runs the plan: on the compiled path calls the cached MLX-compiled function (tracing it on a
+ * miss), otherwise translates every node eagerly; evaluates the outputs (n = the subgraph's
+ * output count) in ctx's arena. A failed trace falls back to eager for that call. Messages name
+ * the failing node. Callers serialise plan_run calls (MLX's graph state is process-wide). */
 int plan_run(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array *outputs, char *err,
              size_t err_len);
 

@@ -1,0 +1,324 @@
+/*
+ * Running a plan (see plan.h). Every path binds ORT's inputs to MLX arrays (without a copy on
+ * the CPU device) and ends in one evaluation of the outputs plus the run-time checks. The eager
+ * path translates node by node on every call. The compiled paths trace the same translation once
+ * through MLX `compile` and reuse it: one shapeless function, or a small least-recently-used
+ * cache of functions keyed on the inputs' dtypes and shapes. A compiled call that fails is
+ * retried eagerly; if eager succeeds, the trace was at fault and the plan stays eager from then
+ * on (counted as a fallback in the diagnostics).
+ */
+#include "plan/plan_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+uint64_t plan_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+const char *plan_path_name(plan_path path) {
+  switch (path) {
+    case PLAN_EAGER: return "eager";
+    case PLAN_SHAPELESS: return "shapeless";
+    case PLAN_KEYED: return "keyed";
+  }
+  return "?";
+}
+
+/* --- inputs -------------------------------------------------------------------------------- */
+static int bind_input(plan *p, mx_ctx *ctx, int k, const plan_tensor *in, mx_array *slot,
+                      char *err, size_t len) {
+  const ir_value *v = &p->g->values[p->g->graph_inputs[k]];
+  int dt = ir_to_mx_dtype(in->elem_type);
+  int shape[MX_MAX_RANK];
+  if (dt < 0 || (v->elem_type != IR_UNDEFINED && in->elem_type != v->elem_type)) {
+    snprintf(err, len, "input '%s' has element type %s, the plan expects %s", v->name,
+             ir_elem_name(in->elem_type), ir_elem_name(v->elem_type));
+    return MX_ERR_ARG;
+  }
+  if (plan_dims_to_int(in->dims, in->rank, shape) != MX_OK) {
+    snprintf(err, len, "input '%s' has a shape MLX cannot hold (rank %d)", v->name, in->rank);
+    return MX_ERR_ARG;
+  }
+  static char empty[16];
+  void *data = in->bytes ? in->data : empty;
+  int rc = p->wrap_inputs ? mx_wrap_data(ctx, slot, data, shape, in->rank, (mx_dtype)dt)
+                          : mx_from_data(ctx, slot, data, shape, in->rank, (mx_dtype)dt);
+  if (rc != MX_OK) snprintf(err, len, "input '%s': %s", v->name, ctx->error);
+  atomic_fetch_add(&p->stats.bytes_in, in->bytes);
+  return rc;
+}
+
+/* The graph inputs that arrive per run (constants are already in the plan), in order. */
+static int bind_inputs(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array *bound,
+                       int *n_bound, char *err, size_t len) {
+  *n_bound = 0;
+  for (int k = 0; k < p->g->n_graph_inputs; k++) {
+    int v = p->g->graph_inputs[k];
+    if (v == IR_NONE || p->const_values[v]) continue;
+    int rc = bind_input(p, ctx, k, &inputs[k], &bound[(*n_bound)++], err, len);
+    if (rc != MX_OK) return rc;
+  }
+  return MX_OK;
+}
+
+/* --- translation shared by the eager path and the traces ---------------------------------- */
+/* Translates every node that runs per call and collects the outputs, cast to their declared
+ * types. `values` must hold the constants and the bound inputs. */
+static int translate_all(const plan *p, mx_ctx *ctx, mx_array *values, tr_checks *checks,
+                         mx_array *outputs, unsigned *host_reads, char *err, size_t len) {
+  for (int k = 0; k < p->g->n_nodes; k++) {
+    int i = p->order[k];
+    if (p->folded[i]) continue;
+    TR_TRY(plan_translate_node(p, ctx, values, i, checks, host_reads, err, len));
+  }
+  for (int k = 0; k < p->g->n_graph_outputs; k++) {
+    const ir_value *v = &p->g->values[p->g->graph_outputs[k]];
+    outputs[k] = values[p->g->graph_outputs[k]];
+    int want = ir_to_mx_dtype(v->elem_type);
+    if (want >= 0 && mx_dtype_of(outputs[k]) != (mx_dtype)want &&
+        mx_astype(ctx, &outputs[k], outputs[k], (mx_dtype)want) != MX_OK) {
+      snprintf(err, len, "output '%s': %s", v->name, ctx->error);
+      return MX_ERR_MLX;
+    }
+  }
+  return MX_OK;
+}
+
+static mx_array *values_with_inputs(const plan *p, const mx_array *bound) {
+  mx_array *values = malloc(sizeof(mx_array) * ((size_t)p->g->n_values + 1));
+  if (!values) return NULL;
+  memcpy(values, p->const_values, sizeof(mx_array) * (size_t)p->g->n_values);
+  int b = 0;
+  for (int k = 0; k < p->g->n_graph_inputs; k++) {
+    int v = p->g->graph_inputs[k];
+    if (v != IR_NONE && !p->const_values[v]) values[v] = bound[b++];
+  }
+  return values;
+}
+
+/* --- eager path ---------------------------------------------------------------------------- */
+static int eval_all(mx_ctx *ctx, mx_array *outputs, int n, tr_checks *checks) {
+  mx_array *all = malloc(sizeof(mx_array) * ((size_t)n + (size_t)checks->count + 1));
+  if (!all) {
+    mx_set_error(ctx, "out of memory");
+    return MX_ERR_NOMEM;
+  }
+  for (int i = 0; i < n; i++) all[i] = outputs[i];
+  for (int i = 0; i < checks->count; i++) all[n + i] = checks->items[i].ok;
+  int rc = mx_eval(ctx, all, (size_t)n + (size_t)checks->count);
+  free(all);
+  return rc;
+}
+
+/* MLX reports some errors only at evaluation, without saying which op failed. The lazy graph
+ * is still intact, so evaluate node by node, in order, to name the culprit. */
+static void locate_failure(const plan *p, mx_ctx *ctx, mx_array *values, char *err, size_t len) {
+  char first[MX_ERROR_LEN];
+  snprintf(first, sizeof first, "%s", ctx->error);
+  for (int k = 0; k < p->g->n_nodes; k++) {
+    const ir_node *n = &p->g->nodes[p->order[k]];
+    for (int o = 0; o < n->n_outputs; o++) {
+      if (n->outputs[o] == IR_NONE || !values[n->outputs[o]]) continue;
+      if (mx_eval(ctx, &values[n->outputs[o]], 1) != MX_OK) {
+        snprintf(err, len, "node '%s' (%s): %s", n->name, n->op_type, ctx->error);
+        return;
+      }
+    }
+  }
+  snprintf(err, len, "evaluating group '%s': %s", p->name, first);
+}
+
+static int run_eager(plan *p, mx_ctx *ctx, const mx_array *bound, mx_array *outputs, char *err,
+                     size_t len) {
+  tr_checks checks = {0};
+  unsigned host_reads = 0;
+  mx_array *values = values_with_inputs(p, bound);
+  if (!values) {
+    snprintf(err, len, "out of memory");
+    return MX_ERR_NOMEM;
+  }
+  int rc = translate_all(p, ctx, values, &checks, outputs, &host_reads, err, len);
+  if (rc == MX_OK) {
+    rc = eval_all(ctx, outputs, p->g->n_graph_outputs, &checks);
+    if (rc != MX_OK) locate_failure(p, ctx, values, err, len);
+    else rc = plan_verify_checks(ctx, &checks, err, len);
+  }
+  atomic_fetch_add(&p->stats.host_reads, host_reads);
+  atomic_fetch_add(&p->stats.eager_runs, 1);
+  free(checks.items);
+  free(values);
+  return rc;
+}
+
+/* --- compiled paths ------------------------------------------------------------------------ */
+/* The function MLX traces: the same translation, with every check folded into one extra
+ * boolean output so the compiled function has a fixed number of outputs. */
+static int traced_graph(void *user, mx_ctx *ctx, const mx_array *inputs, size_t n_inputs,
+                        mx_array *outputs, size_t n_outputs) {
+  (void)n_inputs, (void)n_outputs;
+  plan *p = user;
+  atomic_fetch_add(&p->stats.traces, 1);
+  tr_checks checks = {0};
+  unsigned host_reads = 0;
+  char err[MX_ERROR_LEN];
+  mx_array *values = values_with_inputs(p, inputs);
+  if (!values) return MX_ERR_NOMEM;
+  int rc = translate_all(p, ctx, values, &checks, outputs, &host_reads, err, sizeof err);
+  if (rc != MX_OK) snprintf(ctx->error, sizeof ctx->error, "%s", err);
+  mx_array ok = NULL;
+  if (rc == MX_OK) rc = mx_scalar(ctx, &ok, 1, MX_BOOL);
+  for (int i = 0; rc == MX_OK && i < checks.count; i++)
+    rc = mx_binary(ctx, &ok, MX_LOGICAL_AND, ok, checks.items[i].ok);
+  if (checks.count) atomic_store(&p->traced_checks, true);
+  if (rc == MX_OK && host_reads) {
+    mx_set_error(ctx, "a node read a computed value on the host during the trace");
+    rc = MX_ERR_ARG;
+  }
+  outputs[p->g->n_graph_outputs] = ok;
+  free(checks.items);
+  free(values);
+  return rc;
+}
+
+static size_t signature_of(const mx_array *bound, int n, int64_t *sig) {
+  size_t len = 0;
+  for (int i = 0; i < n; i++) {
+    sig[len++] = mx_dtype_of(bound[i]);
+    sig[len++] = mx_ndim(bound[i]);
+    for (int d = 0; d < mx_ndim(bound[i]); d++) sig[len++] = mx_shape(bound[i])[d];
+  }
+  return len;
+}
+
+/* The compiled function for these inputs: the shapeless one, or the keyed cache's entry. */
+static int compiled_for(plan *p, mx_ctx *ctx, const mx_array *bound, int n_bound,
+                        mx_compiled **fn) {
+  size_t n_out = (size_t)p->g->n_graph_outputs + 1;
+  if (p->path == PLAN_SHAPELESS) {
+    if (p->shapeless_fn) {
+      atomic_fetch_add(&p->stats.cache_hits, 1);
+    } else {
+      atomic_fetch_add(&p->stats.cache_misses, 1);
+      TR_TRY(mx_compiled_new(ctx, &p->shapeless_fn, traced_graph, p, n_out, true));
+    }
+    *fn = p->shapeless_fn;
+    return MX_OK;
+  }
+  int64_t sig[(MX_MAX_RANK + 2) * 64];
+  if (n_bound > 64) return mx_set_error(ctx, "too many inputs to key a compiled plan"), MX_ERR_ARG;
+  size_t len = signature_of(bound, n_bound, sig);
+  p->cache_clock++;
+  for (int i = 0; i < p->cache_count; i++) {
+    plan_cache_entry *e = &p->cache[i];
+    if (e->signature_len == len && memcmp(e->signature, sig, len * sizeof *sig) == 0) {
+      e->last_use = p->cache_clock;
+      atomic_fetch_add(&p->stats.cache_hits, 1);
+      *fn = e->fn;
+      return MX_OK;
+    }
+  }
+  atomic_fetch_add(&p->stats.cache_misses, 1);
+  int slot = p->cache_count;
+  if (slot == p->cache_capacity) { /* evict the least recently used variant */
+    slot = 0;
+    for (int i = 1; i < p->cache_count; i++)
+      if (p->cache[i].last_use < p->cache[slot].last_use) slot = i;
+    mx_compiled_free(p->cache[slot].fn);
+    free(p->cache[slot].signature);
+  } else {
+    plan_cache_entry *grown = realloc(p->cache, sizeof *grown * (size_t)(slot + 1));
+    if (!grown) return mx_set_error(ctx, "out of memory"), MX_ERR_NOMEM;
+    p->cache = grown;
+    p->cache_count++;
+  }
+  plan_cache_entry *e = &p->cache[slot];
+  memset(e, 0, sizeof *e);
+  e->signature = malloc(len * sizeof *sig + 1);
+  int rc = e->signature ? mx_compiled_new(ctx, &e->fn, traced_graph, p, n_out, false)
+                        : MX_ERR_NOMEM;
+  if (rc != MX_OK) { /* drop the half-made entry */
+    free(e->signature);
+    *e = p->cache[--p->cache_count];
+    return rc;
+  }
+  memcpy(e->signature, sig, len * sizeof *sig);
+  e->signature_len = len;
+  e->last_use = p->cache_clock;
+  *fn = e->fn;
+  return MX_OK;
+}
+
+static int run_compiled(plan *p, mx_ctx *ctx, const mx_array *bound, int n_bound,
+                        mx_array *outputs, bool *checks_ok) {
+  mx_compiled *fn = NULL;
+  TR_TRY(compiled_for(p, ctx, bound, n_bound, &fn));
+  int n = p->g->n_graph_outputs;
+  mx_array *results = malloc(sizeof(mx_array) * ((size_t)n + 1));
+  if (!results) return mx_set_error(ctx, "out of memory"), MX_ERR_NOMEM;
+  int rc = mx_compiled_call(ctx, fn, bound, (size_t)n_bound, results, (size_t)n + 1);
+  bool read_checks = atomic_load(&p->traced_checks);
+  if (rc == MX_OK) rc = mx_eval(ctx, results, (size_t)n + (read_checks ? 1 : 0));
+  *checks_ok = true;
+  if (rc == MX_OK && read_checks)
+    rc = mx_copy_to_host(ctx, results[n], checks_ok, sizeof *checks_ok);
+  for (int i = 0; rc == MX_OK && i < n; i++) outputs[i] = results[i];
+  free(results);
+  if (rc == MX_OK) atomic_fetch_add(&p->stats.compiled_runs, 1);
+  return rc;
+}
+
+void plan_cache_clear(plan *p) {
+  mx_compiled_free(p->shapeless_fn);
+  p->shapeless_fn = NULL;
+  for (int i = 0; i < p->cache_count; i++) {
+    mx_compiled_free(p->cache[i].fn);
+    free(p->cache[i].signature);
+  }
+  free(p->cache);
+  p->cache = NULL;
+  p->cache_count = 0;
+}
+
+/* --- entry point --------------------------------------------------------------------------- */
+int plan_run(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array *outputs, char *err,
+             size_t len) {
+  uint64_t start = plan_now_ns();
+  int n_bound = 0;
+  mx_array *bound = malloc(sizeof(mx_array) * ((size_t)p->g->n_graph_inputs + 1));
+  int rc = bound ? bind_inputs(p, ctx, inputs, bound, &n_bound, err, len) : MX_ERR_NOMEM;
+  if (!bound) snprintf(err, len, "out of memory");
+  if (rc == MX_OK && p->path != PLAN_EAGER && !p->compile_broken) {
+    bool checks_ok = false;
+    int compiled_rc = run_compiled(p, ctx, bound, n_bound, outputs, &checks_ok);
+    if (compiled_rc != MX_OK) {
+      char trace_err[MX_ERROR_LEN];
+      snprintf(trace_err, sizeof trace_err, "%s", ctx->error);
+      rc = run_eager(p, ctx, bound, outputs, err, len);
+      if (rc == MX_OK) { /* the compiled function failed where eager did not: stay eager */
+        p->compile_broken = true;
+        atomic_fetch_add(&p->stats.fallbacks, 1);
+        snprintf(p->path_reason_buf, sizeof p->path_reason_buf, "trace failed: %.160s",
+                 trace_err);
+        p->path_reason = p->path_reason_buf;
+      }
+    } else if (!checks_ok) {
+      rc = run_eager(p, ctx, bound, outputs, err, len); /* names the check that failed */
+      if (rc == MX_OK) {
+        snprintf(err, len, "group '%s': a run-time check failed", p->name);
+        rc = MX_ERR_ARG;
+      }
+    }
+  } else if (rc == MX_OK) {
+    rc = run_eager(p, ctx, bound, outputs, err, len);
+  }
+  free(bound);
+  atomic_fetch_add(&p->stats.runs, 1);
+  if (rc != MX_OK) atomic_fetch_add(&p->stats.failures, 1);
+  atomic_fetch_add(&p->stats.eval_ns, plan_now_ns() - start);
+  return rc;
+}
