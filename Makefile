@@ -21,10 +21,17 @@ CFLAGS    ?= -O2 -g
 CXXFLAGS  ?= -O2 -g
 ALL_CFLAGS   := -std=c11 -D_GNU_SOURCE $(WARN) -fPIC -fvisibility=hidden -Isrc -isystem $(ORT_INC) -MMD -MP $(CFLAGS)
 ALL_CXXFLAGS := -std=c++20 $(WARN) -fPIC -fvisibility=hidden -Isrc -isystem $(MLX_DIR)/include -MMD -MP $(CXXFLAGS)
+# MLX's Linux CPU wheel calls cblas_sgemm from a bundled reference BLAS. Listing Debian's
+# OpenBLAS as a dependency of the plugin *before* libmlx makes those calls resolve to OpenBLAS
+# (the plugin's dependencies are searched breadth-first, ahead of libmlx's own). Measured in
+# docs/BENCHMARKS.md; built without it when the library is absent (make OPENBLAS=).
+OPENBLAS  ?= $(wildcard /usr/lib/x86_64-linux-gnu/libopenblas.so.0)
+comma     := ,
+BLAS_LINK := $(if $(OPENBLAS),-Wl$(comma)--no-as-needed $(OPENBLAS) -Wl$(comma)--as-needed)
 LDFLAGS_LIB  := -shared -Wl,--version-script=src/ep/exports.map -Wl,--no-undefined \
-                -L$(MLX_DIR)/lib -lmlx -Wl,-rpath,'$$ORIGIN/../$(MLX_DIR)/lib' -Wl,-rpath,$(abspath $(MLX_DIR)/lib) -lpthread
+                $(BLAS_LINK) -L$(MLX_DIR)/lib -lmlx -Wl,-rpath,'$$ORIGIN/../$(MLX_DIR)/lib' -Wl,-rpath,$(abspath $(MLX_DIR)/lib) -lpthread
 
-.PHONY: setup build run test clean operators
+.PHONY: setup build run test clean operators bench
 setup:
 	@bash scripts/setup.sh
 
@@ -62,6 +69,9 @@ operators: build
 
 run: build
 	$(PY) -m onnxruntime_ep_mlx run
+
+bench: build
+	$(PY) bench/run.py
 
 test: build
 	$(PY) -m pytest -q tests

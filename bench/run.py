@@ -1,0 +1,132 @@
+"""`make bench`: every model in bench/models.py on ORT's CPU provider and on the MLX EP, in one
+process with identical inputs; warm-up, then the median of several runs each, interleaved so
+both providers see the same machine state. Prints a table (both medians, CPU/MLX ratio, node
+coverage, max abs difference, compile diagnostics) and writes it into docs/BENCHMARKS.md between
+markers, with the machine and versions. A benchmark, never a test: nothing here asserts speed.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from models import CASES  # noqa: E402
+
+from onnxruntime_ep_mlx import compare  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import mlx.core as mx  # only for its version and device
+    return (f"{platform.machine()} {cpu}, {os.cpu_count()} cores; Python {platform.python_version()}"
+            f", onnxruntime {ort.__version__}, mlx {mx.__version__} ({mx.default_device()})")
+
+
+def quiet() -> ort.SessionOptions:
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    return so
+
+
+def timed(session, feeds):
+    t0 = time.perf_counter()
+    out = session.run(None, feeds)
+    return (time.perf_counter() - t0) * 1e3, out
+
+
+def bench_case(name, make, runs, warmup, provider_options):
+    model, feeds = make()
+    cpu = ort.InferenceSession(model, quiet(), providers=["CPUExecutionProvider"])
+    mlx_s, rep = compare.mlx_session(model, provider_options, sess_options=quiet())
+    on_mlx, total = compare.coverage(mlx_s)
+    for _ in range(warmup):
+        cpu.run(None, feeds)
+        mlx_s.run(None, feeds)
+    cpu_t, mlx_t = [], []
+    cpu_out = mlx_out = None
+    for _ in range(runs):  # interleaved: both see the same machine state
+        t, cpu_out = timed(cpu, feeds)
+        cpu_t.append(t)
+        t, mlx_out = timed(mlx_s, feeds)
+        mlx_t.append(t)
+    cpu_ms, mlx_ms = statistics.median(cpu_t), statistics.median(mlx_t)
+    return {"name": name, "cpu_ms": cpu_ms, "mlx_ms": mlx_ms, "ratio": cpu_ms / mlx_ms,
+            "coverage": f"{on_mlx}/{total}", "groups": rep["groups"] if rep else 0,
+            "diff": compare.max_abs_diff(mlx_out, cpu_out)}
+
+
+def table(rows, runs) -> str:
+    lines = [f"| Model | CPU EP median ms | MLX EP median ms | CPU/MLX | nodes on MLX | groups | "
+             f"max abs diff |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['name']} | – | – | – | – | – | {r['error']} |")
+            continue
+        lines.append(f"| {r['name']} | {r['cpu_ms']:.3f} | {r['mlx_ms']:.3f} | "
+                     f"{r['ratio']:.2f}x | {r['coverage']} | {r['groups']} | {r['diff']:.2g} |")
+    lines.append("")
+    lines.append(f"Median of {runs} interleaved runs after warm-up; CPU/MLX > 1 means the MLX EP "
+                 f"is faster.")
+    return "\n".join(lines)
+
+
+def write_doc(text: str) -> None:
+    doc = ROOT / "docs" / "BENCHMARKS.md"
+    body = doc.read_text() if doc.exists() else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
+    if BEGIN not in body:
+        body += f"\n{BEGIN}\n{END}\n"
+    head, rest = body.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1]
+    doc.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--runs", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--filter", default="", help="only models whose name contains this")
+    p.add_argument("--no-write", action="store_true", help="print only")
+    p.add_argument("--device", choices=["cpu", "gpu"])
+    args = p.parse_args(argv)
+    opts = {"device": args.device} if args.device else {}
+    rows = []
+    for name, make in CASES.items():
+        if args.filter and args.filter.lower() not in name.lower():
+            continue
+        try:
+            rows.append(bench_case(name, make, args.runs, args.warmup, opts))
+        except Exception as e:  # a model that cannot run is reported, not fatal
+            rows.append({"name": name, "error": str(e).splitlines()[0][:120]})
+        print(table(rows[-1:], args.runs).splitlines()[2], flush=True)
+    stamp = time.strftime("%Y-%m-%d")
+    text = (f"Measured {stamp} by `make bench` on {machine()}; environment "
+            f"{ {k: v for k, v in os.environ.items() if k.startswith('ONNXRUNTIME_EP_MLX')} }.\n\n"
+            + table(rows, args.runs))
+    print()
+    print(text)
+    if not args.no_write and not args.filter:
+        write_doc(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
