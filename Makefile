@@ -40,7 +40,7 @@ $(STAMP): deps/pins.env scripts/setup.sh
 
 build: $(STAMP)
 	@$(MAKE) --no-print-directory $(LIB)
-	@$(MAKE) --no-print-directory $(DUMP)
+	@$(MAKE) --no-print-directory $(DUMP) $(FLOOR)
 	@echo "$(abspath python)" > $(SITE)/onnxruntime_ep_mlx.pth
 
 $(LIB): $(OBJS) src/ep/exports.map
@@ -61,6 +61,10 @@ $(BUILD)/%.o: %.cpp
 # docs/OPERATORS.md is printed by a small program linked with the registry itself.
 DUMP := $(BUILD)/registry_dump
 $(DUMP): $(BUILD)/tools/registry_dump.o $(filter-out $(BUILD)/src/ep/%,$(OBJS))
+	$(CXX) -o $@ $^ -L$(MLX_DIR)/lib -lmlx -Wl,-rpath,$(abspath $(MLX_DIR)/lib) -lpthread
+
+FLOOR := $(BUILD)/mlx_floor
+$(FLOOR): $(BUILD)/tools/mlx_floor.o $(BUILD)/src/mlx/mx.o
 	$(CXX) -o $@ $^ -L$(MLX_DIR)/lib -lmlx -Wl,-rpath,$(abspath $(MLX_DIR)/lib) -lpthread
 
 operators: build

@@ -51,6 +51,10 @@ OrtStatus *ORT_API_CALL ep_get_capability(OrtEp *this_ptr, const OrtGraph *graph
   for (int i = 0; i < n; i++) {
     const ir_node *nd = &g->nodes[i];
     report_decline *d = &r.declines[r.n_declines];
+    if (nd->assigned_ep[0]) { /* fused or placed in an earlier pass: not ours to judge again */
+      r.nodes--;
+      continue;
+    }
     claimed[i] = op_claim(g, nd, d->reason, sizeof d->reason) != NULL;
     if (claimed[i]) {
       r.claimed++;

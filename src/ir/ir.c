@@ -235,6 +235,8 @@ static bool snapshot_node(builder *b, const OrtNode *on, int index) {
   TRY(b->ort->Node_GetDomain(on, &s));
   n->domain = ir_arena_strdup(b->arena, s ? s : "");
   TRY(b->ort->Node_GetSinceVersion(on, &n->since_version));
+  TRY(b->ort->Node_GetEpName(on, &s));
+  n->assigned_ep = ir_arena_strdup(b->arena, s ? s : "");
 
   size_t count = 0;
   TRY(b->ort->Node_GetNumInputs(on, &count));

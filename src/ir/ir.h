@@ -67,6 +67,7 @@ typedef struct ir_node {
   const int *inputs;  /* value indices; IR_NONE for an omitted optional input */
   const int *outputs; /* value indices; IR_NONE for an omitted optional output */
   const ir_attr *attrs;
+  const char *assigned_ep; /* "" unless ORT already assigned the node to an EP */
   const OrtNode *ort_node; /* only valid while ORT's graph is */
 } ir_node;
 

@@ -496,11 +496,6 @@ int mx_matmul(mx_ctx *ctx, mx_array *out, mx_array a, mx_array b) {
   MX_RESULT(mc::matmul(A(a), A(b), device_of(ctx)));
 }
 
-int mx_addmm(mx_ctx *ctx, mx_array *out, mx_array c, mx_array a, mx_array b, float alpha,
-             float beta) {
-  MX_RESULT(mc::addmm(A(c), A(a), A(b), alpha, beta, device_of(ctx)));
-}
-
 int mx_softmax(mx_ctx *ctx, mx_array *out, mx_array a, const int *axes, int naxes) {
   MX_RESULT(mc::softmax(A(a), to_vec(axes, naxes), true, device_of(ctx)));
 }
@@ -530,6 +525,19 @@ int mx_conv(mx_ctx *ctx, mx_array *out, mx_array input, mx_array weight, const i
                              to_vec(pad_low, spatial), to_vec(pad_high, spatial),
                              to_vec(kernel_dilation, spatial), to_vec(input_dilation, spatial),
                              groups, flip, device_of(ctx)));
+}
+
+/* --- axis insertion and removal (shape family) ------------------------------------------- */
+int mx_squeeze(mx_ctx *ctx, mx_array *out, mx_array a, const int *axes, int naxes) {
+  MX_RESULT(mc::squeeze(A(a), to_vec(axes, naxes), device_of(ctx)));
+}
+
+int mx_expand_dims(mx_ctx *ctx, mx_array *out, mx_array a, const int *axes, int naxes) {
+  MX_RESULT(mc::expand_dims(A(a), to_vec(axes, naxes), device_of(ctx)));
+}
+
+int mx_flatten(mx_ctx *ctx, mx_array *out, mx_array a, int start_axis, int end_axis) {
+  MX_RESULT(mc::flatten(A(a), start_axis, end_axis, device_of(ctx)));
 }
 
 /* --- compiled functions ------------------------------------------------------------------ */

@@ -120,6 +120,7 @@ int mx_tile(mx_ctx *ctx, mx_array *out, mx_array a, const int *reps, int ndim);
 int mx_contiguous(mx_ctx *ctx, mx_array *out, mx_array a);
 
 /* --- reductions, scans, sorting ----------------------------------------------------------- */
+/* Reduces over exactly the naxes axes given; naxes == 0 reduces nothing. */
 int mx_reduce(mx_ctx *ctx, mx_array *out, mx_reduce_op op, mx_array a, const int *axes,
               int naxes, bool keepdims);
 int mx_argmax(mx_ctx *ctx, mx_array *out, mx_array a, int axis, bool keepdims);
@@ -131,8 +132,6 @@ int mx_argsort(mx_ctx *ctx, mx_array *out, mx_array a, int axis);
 
 /* --- linear algebra and neural-network kernels -------------------------------------------- */
 int mx_matmul(mx_ctx *ctx, mx_array *out, mx_array a, mx_array b);
-int mx_addmm(mx_ctx *ctx, mx_array *out, mx_array c, mx_array a, mx_array b, float alpha,
-             float beta);
 int mx_softmax(mx_ctx *ctx, mx_array *out, mx_array a, const int *axes, int naxes);
 int mx_layer_norm(mx_ctx *ctx, mx_array *out, mx_array x, mx_array weight, mx_array bias,
                   float eps); /* last axis; weight/bias may be NULL */
@@ -140,6 +139,13 @@ int mx_rms_norm(mx_ctx *ctx, mx_array *out, mx_array x, mx_array weight, float e
 int mx_conv(mx_ctx *ctx, mx_array *out, mx_array input, mx_array weight, const int *strides,
             const int *pad_low, const int *pad_high, const int *kernel_dilation,
             const int *input_dilation, int spatial, int groups, bool flip);
+
+/* --- axis insertion and removal (shape family) -------------------------------------------- */
+/* Rank-only reshapes with their own MLX primitives, so they stay valid under shapeless compile.
+ * Axes are non-negative and distinct; expand_dims' axes index the output. */
+int mx_squeeze(mx_ctx *ctx, mx_array *out, mx_array a, const int *axes, int naxes);
+int mx_expand_dims(mx_ctx *ctx, mx_array *out, mx_array a, const int *axes, int naxes);
+int mx_flatten(mx_ctx *ctx, mx_array *out, mx_array a, int start_axis, int end_axis);
 
 /* --- compiled functions ------------------------------------------------------------------- */
 /* A graph function builds outputs from inputs with bridge calls; it returns MX_OK or an error

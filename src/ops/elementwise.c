@@ -65,9 +65,34 @@ static int translate_div(tr_ctx *t, const ir_node *n, const op_row *r) {
   return cast_to_output(t, q);
 }
 
+/* Integer powers with a negative exponent, as ORT computes them (truncating 1 / a^|b|): 1 for
+ * a == 1, +-1 for a == -1 by the exponent's parity, 0 otherwise. MLX's integer power does not
+ * define them. */
+static int int_negative_powers(tr_ctx *t, mx_array a, mx_array b, mx_array *y) {
+  mx_dtype ta = mx_dtype_of(a);
+  mx_array zero, one, minus_one, two, neg, is_one, is_minus_one, odd, parity, value;
+  TR_TRY(mx_scalar(t->mx, &zero, 0, ta));
+  TR_TRY(mx_scalar(t->mx, &one, 1, ta));
+  TR_TRY(mx_scalar(t->mx, &two, 2, ta));
+  TR_TRY(mx_binary(t->mx, &neg, MX_LESS, b, zero));
+  TR_TRY(mx_binary(t->mx, &is_one, MX_EQUAL, a, one));
+  TR_TRY(mx_binary(t->mx, &odd, MX_REMAINDER, b, two));
+  TR_TRY(mx_binary(t->mx, &odd, MX_NOT_EQUAL, odd, zero));
+  if (mx_dtype_is_signed_int(ta)) {
+    TR_TRY(mx_scalar(t->mx, &minus_one, -1, ta));
+    TR_TRY(mx_binary(t->mx, &is_minus_one, MX_EQUAL, a, minus_one));
+    TR_TRY(mx_where(t->mx, &parity, odd, minus_one, one));
+    TR_TRY(mx_where(t->mx, &value, is_minus_one, parity, zero));
+  } else {
+    value = zero;
+  }
+  TR_TRY(mx_where(t->mx, &value, is_one, one, value));
+  return mx_where(t->mx, y, neg, value, *y);
+}
+
 /* Pow keeps the base's type; an exponent of another type is cast to it first (as ORT does for
  * float exponents of float bases) unless the base is integral, where the power is taken in
- * float32 and truncated back. */
+ * float32 and truncated back (exact while results fit float32's 24-bit mantissa). */
 static int translate_pow(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)n, (void)r;
   mx_array a = tr_in(t, 0), b = tr_in(t, 1), y;
@@ -83,6 +108,7 @@ static int translate_pow(tr_ctx *t, const ir_node *n, const op_row *r) {
   } else {
     if (mx_dtype_of(b) != ta) TR_TRY(mx_astype(t->mx, &b, b, ta));
     TR_TRY(mx_binary(t->mx, &y, MX_POWER, a, b));
+    if (!mx_dtype_is_unsigned_int(ta)) TR_TRY(int_negative_powers(t, a, b, &y));
   }
   return cast_to_output(t, y);
 }

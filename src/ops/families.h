@@ -15,5 +15,11 @@ extern const op_row ops_index_rows[];       /* Slice, Gather */
 extern const op_row ops_reduce_rows[];      /* ReduceSum, ReduceMean, ReduceMax */
 extern const op_row ops_norm_rows[];        /* LayerNormalization */
 extern const op_row ops_constant_rows[];    /* Constant, ConstantOfShape, Range */
+extern const op_row ops_conv_rows[];        /* Conv, ConvTranspose */
+extern const op_row ops_pool_rows[];        /* MaxPool, AveragePool, LpPool, Global*Pool */
+extern const op_row ops_ssm_scatter_rows[];   /* TensorScatter (KV caches) */
+extern const op_row ops_ssm_conv_rows[];      /* CausalConvWithState */
+extern const op_row ops_ssm_attention_rows[]; /* LinearAttention */
+extern const op_row ops_ssm_gates_rows[];     /* LinearAttentionGate, GatedAdd, GatedRMSNorm */
 
 #endif

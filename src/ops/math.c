@@ -1,6 +1,127 @@
-/* Operator family 'math' (see families.h). Rows are added as translators land. */
+/*
+ * Matrix products: MatMul (numpy semantics: batch dimensions broadcast, a 1-D operand gets a 1
+ * prepended (A) or appended (B) that is squeezed from the result, which MLX's matmul does itself)
+ * and Gemm (Y = alpha * A' * B' + beta * C on 2-D operands, A' and B' optionally transposed, C
+ * unidirectionally broadcast to (M, N); C is required before opset 11 and optional from it). MLX
+ * multiplies floating-point matrices only, so integer MatMul and Gemm (allowed by ONNX from opset
+ * 9) are declined with a reason rather than computed in float32, which would round large values.
+ * As in ONNX Runtime, beta == 0 drops C entirely (so infinities in C do not become NaNs).
+ */
 #include "ops/families.h"
+#include "plan/translate.h"
+
+/* --- shared helpers ---------------------------------------------------------------------- */
+static int cast_to_output(tr_ctx *t, mx_array y) {
+  mx_dtype want = tr_out_dtype(t, 0);
+  if (mx_dtype_of(y) != want) TR_TRY(mx_astype(t->mx, &y, y, want));
+  return tr_out(t, 0, y);
+}
+
+/* Integer products are declined: MLX's matmul takes float16, bfloat16 and float32 only. */
+static bool decline_ints(const ir_graph *g, const ir_node *n, op_why why) {
+  const ir_value *a = ir_input(g, n, 0);
+  if (a && !(OP_FLOATS & OP_T(a->elem_type)))
+    return op_decline(why,
+                      "%s of %s: MLX multiplies floating-point matrices only (float32, float16, "
+                      "bfloat16); Cast the operands to float32 or let the CPU provider run it",
+                      n->op_type, ir_elem_name(a->elem_type));
+  return true;
+}
+
+/* --- MatMul ------------------------------------------------------------------------------ */
+static bool claim_matmul(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
+  (void)r;
+  if (!decline_ints(g, n, why) || !op_all_same_type(g, n, why)) return false;
+  for (int i = 0; i < 2; i++) {
+    const ir_value *v = ir_input(g, n, i);
+    if (v && v->rank == 0)
+      return op_decline(why, "MatMul input %d ('%s') is a scalar; ONNX requires rank >= 1", i,
+                        v->name);
+  }
+  return true;
+}
+
+static int translate_matmul(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)n, (void)r;
+  mx_array a = tr_in(t, 0), b = tr_in(t, 1), y;
+  if (mx_ndim(a) == 0 || mx_ndim(b) == 0) return tr_fail(t, "MatMul operands must have rank >= 1");
+  TR_TRY(mx_matmul(t->mx, &y, a, b));
+  return cast_to_output(t, y);
+}
+
+/* --- Gemm -------------------------------------------------------------------------------- */
+/* The (M, N) of the product when the shapes of A and B are known, else -1 entries. */
+static void gemm_mn(const ir_graph *g, const ir_node *n, int64_t *m, int64_t *nn) {
+  const ir_value *a = ir_input(g, n, 0), *b = ir_input(g, n, 1);
+  bool ta = ir_attr_int(n, "transA", 0) != 0, tb = ir_attr_int(n, "transB", 0) != 0;
+  *m = a && a->rank == 2 ? a->dims[ta ? 1 : 0] : -1;
+  *nn = b && b->rank == 2 ? b->dims[tb ? 0 : 1] : -1;
+}
+
+static bool claim_gemm(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
+  (void)r;
+  if (!decline_ints(g, n, why) || !op_all_same_type(g, n, why)) return false;
+  for (int i = 0; i < 2; i++) {
+    const ir_value *v = ir_input(g, n, i);
+    if (v && v->rank >= 0 && v->rank != 2)
+      return op_decline(why, "Gemm input %d ('%s') has rank %d; Gemm takes 2-D matrices (use "
+                        "MatMul for batches)", i, v->name, v->rank);
+  }
+  const ir_value *c = ir_input(g, n, 2);
+  if (!c) return true;
+  if (c->rank > 2)
+    return op_decline(why, "Gemm C ('%s') has rank %d; it must broadcast to (M, N)", c->name,
+                      c->rank);
+  int64_t mn[2];
+  gemm_mn(g, n, &mn[0], &mn[1]);
+  for (int i = 0; c->rank > 0 && i < c->rank; i++) {
+    int64_t d = c->dims[i], want = mn[2 - c->rank + i];
+    if (d > 1 && want >= 0 && d != want)
+      return op_decline(why, "Gemm C dimension %d is %lld, which does not broadcast to %lld", i,
+                        (long long)d, (long long)want);
+  }
+  return true;
+}
+
+/* alpha * (A' B') + beta * C with separate ops, not MLX's addmm: addmm broadcasts C to the
+ * product's shape with a fixed broadcast_to, which a shapeless compiled function would replay
+ * for other sizes (writing past its buffer); the elementwise add broadcasts per call. */
+static int translate_gemm(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)r;
+  static const int swap[2] = {1, 0};
+  mx_array a = tr_in(t, 0), b = tr_in(t, 1), c = tr_in(t, 2), y, s;
+  if (mx_ndim(a) != 2 || mx_ndim(b) != 2) return tr_fail(t, "Gemm takes 2-D A and B");
+  float alpha = ir_attr_float(n, "alpha", 1.0f), beta = ir_attr_float(n, "beta", 1.0f);
+  if (ir_attr_int(n, "transA", 0)) TR_TRY(mx_transpose(t->mx, &a, a, swap, 2));
+  if (ir_attr_int(n, "transB", 0)) TR_TRY(mx_transpose(t->mx, &b, b, swap, 2));
+  TR_TRY(mx_matmul(t->mx, &y, a, b));
+  if (alpha != 1.0f) {
+    TR_TRY(tr_scalar(t, &s, alpha, mx_dtype_of(y)));
+    TR_TRY(mx_binary(t->mx, &y, MX_MULTIPLY, y, s));
+  }
+  if (c && beta != 0.0f) {
+    if (mx_ndim(c) > 2)
+      return tr_fail(t, "Gemm C has rank %d; it must broadcast to (M, N)", mx_ndim(c));
+    if (beta != 1.0f) {
+      TR_TRY(tr_scalar(t, &s, beta, mx_dtype_of(c)));
+      TR_TRY(mx_binary(t->mx, &c, MX_MULTIPLY, c, s));
+    }
+    TR_TRY(mx_binary(t->mx, &y, MX_ADD, y, c));
+  }
+  return cast_to_output(t, y);
+}
+
+/* The element types ONNX allows for MatMul and Gemm: integer ones reach the claim, which
+ * explains why they are declined. */
+#define MM_TYPES \
+  (OP_FLOATS | OP_T(IR_INT32) | OP_T(IR_INT64) | OP_T(IR_UINT32) | OP_T(IR_UINT64))
 
 const op_row ops_math_rows[] = {
+    {"", "MatMul", 1, 13, claim_matmul, translate_matmul, OP_SHAPELESS, MM_TYPES, 0,
+     "integer operands declined (MLX matmul is floating-point only)"},
+    {"", "Gemm", 7, 10, claim_gemm, translate_gemm, OP_SHAPELESS, MM_TYPES, 0,
+     "C required; integer operands declined"},
+    {"", "Gemm", 11, 13, claim_gemm, translate_gemm, OP_SHAPELESS, MM_TYPES, 0,
+     "C optional; integer operands declined"},
     OP_ROWS_END,
 };

@@ -53,7 +53,8 @@ static bool all_inputs_constant(const plan *p, const ir_node *n) {
 int plan_translate_node(const plan *p, mx_ctx *ctx, mx_array *values, int index,
                           tr_checks *checks, unsigned *host_reads, char *err, size_t len) {
   const ir_node *n = &p->g->nodes[index];
-  tr_ctx t = {.mx = ctx, .g = p->g, .values = values, .node = n, .checks = checks};
+  tr_ctx t = {.mx = ctx, .g = p->g, .values = values, .const_values = p->const_values,
+              .node = n, .checks = checks};
   ctx->error[0] = 0;
   int rc = p->rows[index]->translate(&t, n, p->rows[index]);
   *host_reads += t.host_reads;

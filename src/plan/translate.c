@@ -11,6 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+bool tr_input_is_constant(const tr_ctx *t, int i) {
+  return ir_has_input(t->node, i) && t->const_values && t->const_values[t->node->inputs[i]];
+}
+
 mx_array tr_in(tr_ctx *t, int i) {
   return ir_has_input(t->node, i) ? t->values[t->node->inputs[i]] : NULL;
 }
@@ -40,7 +44,7 @@ int tr_host_ints(tr_ctx *t, int i, int64_t *vals, size_t cap, size_t *count) {
   if (d != MX_INT64 && d != MX_INT32) return tr_fail(t, "input %d must be int32 or int64", i);
   size_t n = mx_size(a);
   if (n > cap) return tr_fail(t, "input %d has %zu values, at most %zu are supported", i, n, cap);
-  if (!t->g->values[t->node->inputs[i]].is_constant) t->host_reads++;
+  if (!tr_input_is_constant(t, i)) t->host_reads++;
   const void *data = NULL;
   TR_TRY(mx_host_data(t->mx, a, &data));
   for (size_t k = 0; k < n; k++)
@@ -53,7 +57,7 @@ int tr_host_scalar(tr_ctx *t, int i, double *value) {
   mx_array a = tr_in(t, i);
   if (!a) return tr_fail(t, "input %d is missing", i);
   if (mx_size(a) != 1) return tr_fail(t, "input %d must hold one value", i);
-  if (!t->g->values[t->node->inputs[i]].is_constant) t->host_reads++;
+  if (!tr_input_is_constant(t, i)) t->host_reads++;
   bool is_float = mx_dtype_is_float(mx_dtype_of(a));
   mx_array c;
   TR_TRY(mx_astype(t->mx, &c, a, is_float ? MX_FLOAT32 : MX_INT64));
@@ -98,8 +102,11 @@ int tr_check_that(tr_ctx *t, mx_array ok, const char *fmt, ...) {
     c->items = grown;
     c->cap = cap;
   }
+  /* Flatten first: the bridge reduces over exactly the axes it is given. */
+  int flat = -1, axis = 0;
   mx_array all;
-  TR_TRY(mx_reduce(t->mx, &all, MX_ALL, ok, NULL, 0, false));
+  TR_TRY(mx_reshape(t->mx, &ok, ok, &flat, 1));
+  TR_TRY(mx_reduce(t->mx, &all, MX_ALL, ok, &axis, 1, false));
   tr_check *k = &c->items[c->count++];
   k->ok = all;
   k->node = t->node;

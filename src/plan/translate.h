@@ -33,12 +33,16 @@ typedef struct tr_ctx {
   mx_ctx *mx;
   const ir_graph *g;
   mx_array *values; /* per value index of g */
+  const mx_array *const_values; /* the plan's constants (initializers and folded values) */
   const ir_node *node;
   unsigned host_reads; /* how many non-constant values were read on the host */
   tr_checks *checks;   /* where tr_check_that records run-time checks */
 } tr_ctx;
 
 mx_array tr_in(tr_ctx *t, int i); /* NULL for an absent optional input */
+/* True when input i is known at Compile (an initializer or a folded value): reading it on the
+ * host costs nothing and does not make the group eager. */
+bool tr_input_is_constant(const tr_ctx *t, int i);
 int tr_out(tr_ctx *t, int i, mx_array a);
 bool tr_has_out(tr_ctx *t, int i);
 int tr_fail(tr_ctx *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -1,0 +1,323 @@
+/*
+ * Convolutions: Conv and ConvTranspose over 1 to 3 spatial dimensions with groups, strides,
+ * dilations, explicit (also asymmetric) pads, auto_pad and an optional bias, on MLX's
+ * conv_general. MLX is channels-last, so the NC... input and the OI... weight are transposed in
+ * and the result is transposed back; a constant weight's transpose is recomputed on every run (not
+ * cached yet). ConvTranspose is the correlation of the input dilated by the strides with the
+ * flipped kernel, whose per-group [C/group, M/group] blocks are regrouped into an
+ * [M, k..., C/group] weight; its padding (explicit pads, auto_pad, or the pads implied by
+ * output_shape, with output_padding) becomes low/high padding of that correlation, cropped where
+ * negative. MLX has no grouped 3-D convolution, so those run group by group. Forms where ONNX
+ * Runtime's CPU kernel rejects the node or departs from the spec (SAME with dilations for Conv,
+ * SAME whose padding would be negative, output_padding not below the stride) are declined and stay
+ * on ONNX Runtime.
+ */
+#include "ops/families.h"
+#include "ops/window.h"
+#include "plan/translate.h"
+
+#include <stdlib.h>
+
+enum { CONV_MAX_ND = 3 }; /* MLX convolves 1 to 3 spatial dimensions */
+
+/* --- shared helpers ---------------------------------------------------------------------- */
+static int cast_to_output(tr_ctx *t, mx_array y) {
+  mx_dtype want = tr_out_dtype(t, 0);
+  if (mx_dtype_of(y) != want) TR_TRY(mx_astype(t->mx, &y, y, want));
+  return tr_out(t, 0, y);
+}
+
+/* perm moving axis 1 (channels) last: [0, 2, ..., rank-1, 1]; or back: [0, rank-1, 1, ...]. */
+static void channels_perm(int rank, bool to_last, int *perm) {
+  perm[0] = 0;
+  for (int i = 1; i < rank; i++)
+    perm[i] = to_last ? (i < rank - 1 ? i + 1 : 1) : (i == 1 ? rank - 1 : i - 1);
+}
+
+static int to_channels_last(tr_ctx *t, mx_array a, mx_array *out) {
+  int perm[MX_MAX_RANK];
+  channels_perm(mx_ndim(a), true, perm);
+  return mx_transpose(t->mx, out, a, perm, mx_ndim(a));
+}
+
+static int to_channels_first(tr_ctx *t, mx_array a, mx_array *out) {
+  int perm[MX_MAX_RANK];
+  channels_perm(mx_ndim(a), false, perm);
+  return mx_transpose(t->mx, out, a, perm, mx_ndim(a));
+}
+
+/* a[start:stop] along one axis. */
+static int slice_axis(tr_ctx *t, mx_array a, int axis, int start, int stop, mx_array *out) {
+  int nd = mx_ndim(a), lo[MX_MAX_RANK], hi[MX_MAX_RANK], step[MX_MAX_RANK];
+  for (int i = 0; i < nd; i++) lo[i] = 0, hi[i] = mx_dim(a, i), step[i] = 1;
+  lo[axis] = start;
+  hi[axis] = stop;
+  return mx_slice(t->mx, out, a, lo, hi, step, nd);
+}
+
+/* mx_conv of channels-last x with w [O, k..., I/groups]. MLX has no grouped 3-D convolution, so
+ * there each group is convolved alone and the results are concatenated along channels. */
+static int conv_channels_last(tr_ctx *t, mx_array x, mx_array w, int nd, const int *stride,
+                              const int *lo, const int *hi, const int *kdil, const int *idil,
+                              int groups, bool flip, mx_array *y) {
+  if (groups == 1 || nd < 3)
+    return mx_conv(t->mx, y, x, w, stride, lo, hi, kdil, idil, nd, groups, flip);
+  int cin = mx_dim(x, -1) / groups, cout = mx_dim(w, 0) / groups;
+  mx_array *parts = malloc(sizeof(mx_array) * (size_t)groups);
+  if (!parts) return tr_fail(t, "out of memory");
+  int rc = MX_OK;
+  for (int g = 0; g < groups && rc == MX_OK; g++) {
+    mx_array xg, wg;
+    rc = slice_axis(t, x, nd + 1, g * cin, (g + 1) * cin, &xg);
+    if (rc == MX_OK) rc = slice_axis(t, w, 0, g * cout, (g + 1) * cout, &wg);
+    if (rc == MX_OK)
+      rc = mx_conv(t->mx, &parts[g], xg, wg, stride, lo, hi, kdil, idil, nd, 1, flip);
+  }
+  if (rc == MX_OK) rc = mx_concatenate(t->mx, y, parts, (size_t)groups, nd + 1);
+  free(parts);
+  return rc;
+}
+
+/* Adds the optional bias [M] to the channels-last result, moves channels back and casts. */
+static int finish(tr_ctx *t, mx_array y) {
+  mx_array b = tr_in(t, 2);
+  if (b) TR_TRY(mx_binary(t->mx, &y, MX_ADD, y, b));
+  TR_TRY(to_channels_first(t, y, &y));
+  return cast_to_output(t, y);
+}
+
+/* Reads the window attributes at run time against the live shapes: nd from X, the kernel from W
+ * (kernel_shape, when given, must agree), and the group count. */
+static int conv_attrs(tr_ctx *t, const ir_node *n, mx_array x, mx_array w, win_attrs *wa,
+                      int *groups) {
+  int nd = mx_ndim(x) - 2;
+  char err[160], a[64], b[64];
+  if (nd < 1 || nd > CONV_MAX_ND)
+    return tr_fail(t, "%s needs 1 to 3 spatial dimensions, X has rank %d", n->op_type, nd + 2);
+  if (mx_ndim(w) != nd + 2)
+    return tr_fail(t, "W has rank %d, X has rank %d", mx_ndim(w), nd + 2);
+  if (!win_read(n, nd, wa, err, sizeof err)) return tr_fail(t, "%s", err);
+  int64_t k[WIN_MAX_DIMS];
+  for (int i = 0; i < nd; i++) k[i] = mx_dim(w, i + 2);
+  for (int i = 0; i < nd; i++)
+    if (wa->has_kernel && wa->kernel[i] != k[i])
+      return tr_fail(t, "kernel_shape %s does not match W's spatial dims %s",
+                     win_fmt(wa->kernel, nd, a, sizeof a), win_fmt(k, nd, b, sizeof b));
+  for (int i = 0; i < nd; i++) wa->kernel[i] = k[i];
+  int64_t g = ir_attr_int(n, "group", 1);
+  if (g < 1 || g > mx_dim(x, 1)) return tr_fail(t, "group %lld is out of range", (long long)g);
+  *groups = (int)g;
+  return MX_OK;
+}
+
+/* What both claims check: one element type, 1-3 spatial dims, valid window attributes, a 1-D
+ * bias, kernel_shape agreeing with W (which supplies the kernel when it is absent), group >= 1. */
+static bool claim_window(const ir_graph *g, const ir_node *n, win_attrs *wa, op_why why) {
+  const ir_value *x = ir_input(g, n, 0), *w = ir_input(g, n, 1), *b = ir_input(g, n, 2);
+  if (!op_all_same_type(g, n, why)) return false;
+  const ir_attr *ks = ir_find_attr(n, "kernel_shape");
+  int nd = x && x->rank >= 0 ? x->rank - 2
+           : w && w->rank >= 0 ? w->rank - 2
+           : ks && ks->count ? (int)ks->count : -1;
+  if (nd == -1) return op_decline(why, "the rank of X and W is unknown");
+  if (nd < 1 || nd > CONV_MAX_ND)
+    return op_decline(why, "%s over %d spatial dimensions: MLX convolves 1 to 3", n->op_type, nd);
+  if (w && w->rank >= 0 && w->rank != nd + 2)
+    return op_decline(why, "W has rank %d, X has rank %d", w->rank, nd + 2);
+  char err[160], s1[64], s2[64];
+  if (!win_read(n, nd, wa, err, sizeof err)) return op_decline(why, "%s", err);
+  if (b && b->rank >= 0 && b->rank != 1) return op_decline(why, "B has rank %d, not 1", b->rank);
+  int64_t wk[WIN_MAX_DIMS];
+  bool known = w && w->rank == nd + 2;
+  for (int i = 0; i < nd; i++) {
+    wk[i] = known ? w->dims[i + 2] : -1;
+    known = known && wk[i] >= 0;
+  }
+  if (known && wa->has_kernel)
+    for (int i = 0; i < nd; i++)
+      if (wa->kernel[i] != wk[i])
+        return op_decline(why, "kernel_shape %s does not match W's spatial dims %s",
+                          win_fmt(wa->kernel, nd, s1, sizeof s1), win_fmt(wk, nd, s2, sizeof s2));
+  if (!wa->has_kernel) {
+    if (known)
+      for (int i = 0; i < nd; i++) wa->kernel[i] = wk[i];
+    else if (wa->auto_pad == WIN_SAME_UPPER || wa->auto_pad == WIN_SAME_LOWER)
+      return op_decline(why, "auto_pad SAME needs the kernel shape: no kernel_shape and W's "
+                             "shape is unknown");
+  }
+  if (ir_attr_int(n, "group", 1) < 1) return op_decline(why, "group must be at least 1");
+  return true;
+}
+
+/* --- Conv -------------------------------------------------------------------------------- */
+static bool claim_conv(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
+  (void)r;
+  win_attrs wa;
+  if (!claim_window(g, n, &wa, why)) return false;
+  const ir_value *x = ir_input(g, n, 0), *w = ir_input(g, n, 1);
+  int64_t group = ir_attr_int(n, "group", 1);
+  if (x && w && x->rank == wa.nd + 2 && w->rank == wa.nd + 2 && x->dims[1] >= 0 &&
+      w->dims[1] >= 0 && w->dims[0] >= 0 &&
+      (x->dims[1] != w->dims[1] * group || w->dims[0] % group))
+    return op_decline(why, "X has %lld channels and W is [%lld, %lld, ...]: not valid for %lld "
+                           "groups", (long long)x->dims[1], (long long)w->dims[0],
+                      (long long)w->dims[1], (long long)group);
+  if (wa.auto_pad == WIN_SAME_UPPER || wa.auto_pad == WIN_SAME_LOWER) {
+    char s[64];
+    for (int i = 0; i < wa.nd; i++)
+      if (wa.dilation[i] != 1)
+        return op_decline(why, "auto_pad SAME with dilations %s: ONNX Runtime's CPU kernel "
+                               "rejects dilations with SAME padding",
+                          win_fmt(wa.dilation, wa.nd, s, sizeof s));
+    int64_t in[WIN_MAX_DIMS];
+    for (int i = 0; i < wa.nd; i++) in[i] = x && x->rank == wa.nd + 2 ? x->dims[i + 2] : -1;
+    if (win_same_may_go_negative(&wa, in))
+      return op_decline(why, "auto_pad SAME with a kernel smaller than the stride may need "
+                             "negative padding, where ONNX Runtime departs from the spec");
+  }
+  return true;
+}
+
+static int translate_conv(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)r;
+  mx_array x = tr_in(t, 0), w = tr_in(t, 1), y;
+  win_attrs wa;
+  int groups;
+  TR_TRY(conv_attrs(t, n, x, w, &wa, &groups));
+  int nd = wa.nd;
+  if (mx_dim(x, 1) != mx_dim(w, 1) * groups || mx_dim(w, 0) % groups)
+    return tr_fail(t, "X has %d channels and W is [%d, %d, ...]: not valid for %d groups",
+                   mx_dim(x, 1), mx_dim(w, 0), mx_dim(w, 1), groups);
+  int stride[CONV_MAX_ND], lo[CONV_MAX_ND], hi[CONV_MAX_ND], kdil[CONV_MAX_ND], idil[CONV_MAX_ND];
+  for (int i = 0; i < nd; i++) {
+    int64_t l = wa.pad_lo[i], h = wa.pad_hi[i];
+    if (wa.auto_pad == WIN_SAME_UPPER || wa.auto_pad == WIN_SAME_LOWER)
+      win_same_pads(mx_dim(x, i + 2), wa.stride[i], win_extent(&wa, i),
+                    wa.auto_pad == WIN_SAME_UPPER, &l, &h);
+    stride[i] = (int)wa.stride[i], kdil[i] = (int)wa.dilation[i], idil[i] = 1;
+    lo[i] = (int)l, hi[i] = (int)h;
+  }
+  TR_TRY(to_channels_last(t, x, &x));
+  TR_TRY(to_channels_last(t, w, &w));
+  TR_TRY(conv_channels_last(t, x, w, nd, stride, lo, hi, kdil, idil, groups, false, &y));
+  return finish(t, y);
+}
+
+/* --- ConvTranspose ----------------------------------------------------------------------- */
+/* One spatial dimension of ConvTranspose: the output size and the leading crop `head` of the
+ * full transposed convolution (length stride * (in - 1) + extent, then output_padding zeros). */
+static void transpose_dim(const win_attrs *wa, int i, int64_t in, int64_t adj, int64_t out_attr,
+                          int64_t *out, int64_t *head) {
+  int64_t full = wa->stride[i] * (in - 1) + win_extent(wa, i);
+  bool upper = wa->auto_pad == WIN_SAME_UPPER;
+  if (out_attr > 0 || upper || wa->auto_pad == WIN_SAME_LOWER) {
+    /* output_shape, or SAME (output in * stride): pads total full + adj - out, the odd one at
+     * the end for SAME_UPPER and at the start otherwise. Beyond the full output: zeros. */
+    int64_t want = out_attr > 0 ? out_attr : in * wa->stride[i];
+    int64_t total = full + adj - want;
+    if (total < 0) total = 0;
+    *head = upper ? total / 2 : total - total / 2;
+    *out = out_attr > 0 ? out_attr : full + adj - total;
+  } else {
+    *head = wa->pad_lo[i];
+    *out = full + adj - wa->pad_lo[i] - wa->pad_hi[i];
+  }
+}
+
+static bool claim_conv_transpose(const ir_graph *g, const ir_node *n, const op_row *r,
+                                 op_why why) {
+  (void)r;
+  win_attrs wa;
+  if (!claim_window(g, n, &wa, why)) return false;
+  const ir_value *x = ir_input(g, n, 0), *w = ir_input(g, n, 1);
+  int64_t group = ir_attr_int(n, "group", 1);
+  if (x && w && x->rank == wa.nd + 2 && w->rank == wa.nd + 2 && x->dims[1] >= 0 &&
+      w->dims[0] >= 0 && (x->dims[1] != w->dims[0] || x->dims[1] % group))
+    return op_decline(why, "X has %lld channels and W is [%lld, ...]: not valid for %lld "
+                           "groups", (long long)x->dims[1], (long long)w->dims[0],
+                      (long long)group);
+  const ir_attr *op = ir_find_attr(n, "output_padding"), *os = ir_find_attr(n, "output_shape");
+  if (op && op->count && (op->type != IR_ATTR_INTS || op->count != (size_t)wa.nd))
+    return op_decline(why, "output_padding needs %d integers", wa.nd);
+  if (os && os->count &&
+      (os->type != IR_ATTR_INTS ||
+       (os->count != (size_t)wa.nd && os->count != (size_t)wa.nd + 2)))
+    return op_decline(why, "output_shape needs %d (or %d) integers", wa.nd, wa.nd + 2);
+  for (size_t i = 0; os && i < os->count; i++)
+    if (os->ints[i] < 1) return op_decline(why, "output_shape has a value below 1");
+  bool same = wa.auto_pad == WIN_SAME_UPPER || wa.auto_pad == WIN_SAME_LOWER;
+  for (int i = 0; i < wa.nd; i++) {
+    int64_t adj = op && op->count ? op->ints[i] : 0;
+    if (adj < 0 || adj >= wa.stride[i])
+      return op_decline(why, "output_padding %lld is not in [0, stride %lld) (ONNX Runtime "
+                             "rejects it)", (long long)adj, (long long)wa.stride[i]);
+    if (same && !(os && os->count) && wa.kernel[i] > 0 &&
+        win_extent(&wa, i) + adj < wa.stride[i])
+      return op_decline(why, "auto_pad SAME with a kernel extent plus output_padding below the "
+                             "stride: ONNX Runtime's output is shorter than the spec's");
+  }
+  return true;
+}
+
+static int translate_conv_transpose(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)r;
+  mx_array x = tr_in(t, 0), w = tr_in(t, 1), y;
+  win_attrs wa;
+  int groups;
+  TR_TRY(conv_attrs(t, n, x, w, &wa, &groups));
+  int nd = wa.nd, c = mx_dim(x, 1);
+  if (mx_dim(w, 0) != c || c % groups)
+    return tr_fail(t, "X has %d channels and W is [%d, ...]: not valid for %d groups", c,
+                   mx_dim(w, 0), groups);
+  const ir_attr *op = ir_find_attr(n, "output_padding"), *os = ir_find_attr(n, "output_shape");
+  size_t os_skip = os && os->count == (size_t)nd + 2 ? 2 : 0;
+  int ones[CONV_MAX_ND], lo[CONV_MAX_ND], hi[CONV_MAX_ND], kdil[CONV_MAX_ND], idil[CONV_MAX_ND];
+  int crop[CONV_MAX_ND], out[CONV_MAX_ND];
+  for (int i = 0; i < nd; i++) {
+    int64_t in = mx_dim(x, i + 2), o, head;
+    int64_t adj = op && op->type == IR_ATTR_INTS && op->count == (size_t)nd ? op->ints[i] : 0;
+    int64_t os_i = os && os->type == IR_ATTR_INTS && os->count ? os->ints[os_skip + i] : 0;
+    transpose_dim(&wa, i, in, adj, os_i, &o, &head);
+    if (o < 1 || o > INT32_MAX)
+      return tr_fail(t, "output size %lld along spatial axis %d", (long long)o, i);
+    /* correlate the stride-dilated input (length L) padded by e - 1 - head low and
+     * out + head - L high with the flipped kernel; negative padding is cropped afterwards */
+    int64_t e = win_extent(&wa, i), l = e - 1 - head, h = o + head - (wa.stride[i] * (in - 1) + 1);
+    ones[i] = 1, kdil[i] = (int)wa.dilation[i], idil[i] = (int)wa.stride[i];
+    lo[i] = l > 0 ? (int)l : 0, hi[i] = h > 0 ? (int)h : 0;
+    crop[i] = l < 0 ? (int)-l : 0, out[i] = (int)o;
+  }
+  /* W [C, M/g, k...] -> [g, C/g, M/g, k...] -> [g, M/g, k..., C/g] -> [M, k..., C/g] */
+  int cg = c / groups, mg = mx_dim(w, 1), shape[MX_MAX_RANK], perm[MX_MAX_RANK];
+  shape[0] = groups, shape[1] = cg, shape[2] = mg;
+  for (int i = 0; i < nd; i++) shape[3 + i] = mx_dim(w, i + 2);
+  TR_TRY(mx_reshape(t->mx, &w, w, shape, nd + 3));
+  perm[0] = 0, perm[1] = 2, perm[nd + 2] = 1;
+  for (int i = 0; i < nd; i++) perm[2 + i] = 3 + i;
+  TR_TRY(mx_transpose(t->mx, &w, w, perm, nd + 3));
+  shape[0] = groups * mg;
+  for (int i = 0; i < nd; i++) shape[1 + i] = mx_dim(w, 2 + i);
+  shape[nd + 1] = cg;
+  TR_TRY(mx_reshape(t->mx, &w, w, shape, nd + 2));
+  TR_TRY(to_channels_last(t, x, &x));
+  TR_TRY(conv_channels_last(t, x, w, nd, ones, lo, hi, kdil, idil, groups, true, &y));
+  for (int i = 0; i < nd; i++)
+    if (crop[i] || mx_dim(y, i + 1) != out[i])
+      TR_TRY(slice_axis(t, y, i + 1, crop[i], crop[i] + out[i], &y));
+  return finish(t, y);
+}
+
+#define CONV_NOTE "1-3 spatial dims; weights transposed to channels-last every run (not cached)"
+
+const op_row ops_conv_rows[] = {
+    {"", "Conv", 1, 10, claim_conv, translate_conv, OP_SHAPE_KEYED, OP_FLOATS, 0,
+     CONV_NOTE "; SAME pads to ceil(in/stride) as in opset 11; SAME with dilations declined"},
+    {"", "Conv", 11, 22, claim_conv, translate_conv, OP_SHAPE_KEYED, OP_FLOATS, 0,
+     CONV_NOTE "; SAME with dilations declined (ONNX Runtime rejects it)"},
+    {"", "ConvTranspose", 1, 10, claim_conv_transpose, translate_conv_transpose, OP_SHAPE_KEYED,
+     OP_FLOATS, 0,
+     CONV_NOTE "; output_shape pads split as in opset 11; output_padding must be below the stride"},
+    {"", "ConvTranspose", 11, 22, claim_conv_transpose, translate_conv_transpose,
+     OP_SHAPE_KEYED, OP_FLOATS, 0, CONV_NOTE "; output_padding must be below the stride"},
+    OP_ROWS_END,
+};

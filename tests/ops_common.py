@@ -1,0 +1,172 @@
+"""Helpers shared by the per-family operator tests (tests/test_ops_*.py), on top of the harness.
+
+`check` runs one model built for a given dtype on MLX and compares it with ORT's CPU provider,
+with tolerances that loosen for float16/bfloat16. ORT's CPU provider lacks most bfloat16
+kernels, so for bfloat16 the reference is the same model built for float32, run on CPU with the
+same (bfloat16-rounded) input values, and MLX's output is compared after upcasting.
+
+`check_declined` proves a declined node stays on CPU, that the EP's partition report gives the
+expected reason, and that the outputs still match CPU.
+"""
+from __future__ import annotations
+
+import json
+
+import ml_dtypes
+import numpy as np
+import onnxruntime as ort
+from onnx import TensorProto, helper
+
+import mlx_harness as harness
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+F16 = np.dtype(np.float16)
+F32 = np.dtype(np.float32)
+FLOATS = [F32, F16, BF16]
+
+
+def elem(dtype):
+    dtype = np.dtype(dtype)
+    return TensorProto.BFLOAT16 if dtype == BF16 else harness.onnx_type(dtype)
+
+
+def tol(dtype, scale=1.0):
+    """(rtol, atol) for results of dtype; scale loosens them for long compositions."""
+    dtype = np.dtype(dtype)
+    base = {F32: (1e-5, 1e-6), F16: (2e-3, 2e-3), BF16: (2e-2, 2e-2)}.get(dtype, (0, 0))
+    return base[0] * scale, base[1] * scale
+
+
+def _is_float(a):
+    return np.asarray(a).dtype.kind == "f" or np.asarray(a).dtype == BF16
+
+
+def _compare(got, ref, rtol, atol):
+    assert len(got) == len(ref)
+    for g, r in zip(got, ref):
+        assert g.shape == r.shape, f"shape {g.shape} != {r.shape}"
+        if np.asarray(r).dtype.kind in "biu":
+            assert g.dtype == r.dtype, f"dtype {g.dtype} != {r.dtype}"
+            np.testing.assert_array_equal(g, r)
+        else:
+            np.testing.assert_allclose(np.asarray(g, np.float32), np.asarray(r, np.float32),
+                                       rtol=rtol, atol=atol)
+
+
+def check(build, feeds, dtype, rtol=None, atol=None, scale=1.0):
+    """build(elem_type) -> model. Float arrays in feeds are cast to dtype (the rest is passed
+    as is). Asserts every node ran on MLX; returns the MLX outputs."""
+    dtype = np.dtype(dtype)
+    drt, dat = tol(dtype, scale)
+    rtol = drt if rtol is None else rtol
+    atol = dat if atol is None else atol
+    cast = {k: (v.astype(dtype) if _is_float(v) else v) for k, v in feeds.items()}
+    if dtype != BF16:
+        got, _, _ = harness.check_against_cpu(build(elem(dtype)), cast, rtol=rtol, atol=atol)
+        return got
+    model = build(TensorProto.BFLOAT16)
+    ref_feeds = {k: (v.astype(np.float32) if _is_float(v) else v) for k, v in cast.items()}
+    ref = harness.cpu_session(build(TensorProto.FLOAT)).run(None, ref_feeds)
+    got, placed = run_bf16_on_mlx(model, cast, [r.shape for r in ref])
+    for node in model.graph.node:
+        where = placed.get(node.name)
+        assert where == harness.EP, f"node {node.name!r} ran on {where}"
+    _compare(got, ref, rtol, atol)
+    return got
+
+
+def _ortvalue(a):
+    a = np.ascontiguousarray(a)
+    if a.dtype == BF16:
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(a.view(np.uint16),
+                                                                TensorProto.BFLOAT16)
+    return ort.OrtValue.ortvalue_from_numpy(a)
+
+
+def run_bf16_on_mlx(model, feeds, out_shapes):
+    """Runs a model with bfloat16 inputs/outputs on MLX (no CPU fallback). ORT's Python API does
+    not convert bfloat16 numpy arrays, so values travel as OrtValues over uint16 buffers bound
+    with IOBinding; out_shapes (taken from the float32 reference run) size the output buffers.
+    Returns (outputs as numpy arrays, assignment)."""
+    s = harness.mlx_session(model)
+    io = s.io_binding()
+    keep = [(k, _ortvalue(v)) for k, v in feeds.items()]
+    for k, ov in keep:
+        io.bind_ortvalue_input(k, ov)
+    outs = []
+    for o, shape in zip(model.graph.output, out_shapes):
+        t = o.type.tensor_type.elem_type
+        np_t = BF16 if t == TensorProto.BFLOAT16 else helper.tensor_dtype_to_np_dtype(t)
+        buf = np.zeros(shape, np_t)
+        ov = _ortvalue(buf)
+        io.bind_ortvalue_output(o.name, ov)
+        outs.append((buf, ov))
+    s.run_with_iobinding(io)
+    return [b for b, _ in outs], harness.assignment(s)
+
+
+def check_declined(model, feeds, node, reason, tmp_path, rtol=1e-5, atol=1e-6):
+    """Asserts `node` is declined with `reason` (a substring of the report's text), runs on
+    ORT's CPU provider, and the session's outputs match a CPU-only run (feeds None: the model is
+    not run, for nodes ORT's CPU kernel rejects as well). Returns the reason."""
+    report = tmp_path / "partition.json"
+    s = harness.mlx_session(model, allow_cpu=True, provider_options={"report_file": str(report)})
+    placed = harness.assignment(s)
+    assert placed.get(node) == "CPUExecutionProvider", f"{node!r} ran on {placed.get(node)}"
+    declined = {d["name"]: d["reason"] for d in json.loads(report.read_text())["declined"]}
+    assert node in declined, f"{node!r} not in the report's declines: {declined}"
+    assert reason in declined[node], f"reason {declined[node]!r} lacks {reason!r}"
+    if feeds is None:
+        return declined[node]
+    got = s.run(None, feeds)
+    ref = harness.cpu_session(model).run(None, feeds)
+    _compare(got, ref, rtol, atol)
+    return declined[node]
+
+
+def check_ref(model, feeds, expected, rtol=1e-5, atol=1e-6):
+    """For types ORT's CPU provider has no kernel for: runs on MLX (every node must be claimed)
+    and compares with reference arrays computed in numpy (dtypes must match exactly)."""
+    got, placed = harness.run_on_mlx(model, feeds)
+    for node in model.graph.node:
+        where = placed.get(node.name)
+        assert where == harness.EP, f"node {node.name!r} ran on {where}"
+    for g, r in zip(got, expected):
+        assert g.dtype == r.dtype, f"dtype {g.dtype} != {r.dtype}"
+    _compare(got, expected, rtol, atol)
+    return got
+
+
+def declines_without_cpu_kernel(model, tmp_path, match):
+    """For a node ORT's CPU provider cannot run either: session creation fails (with `match`),
+    but the partition report, written while partitioning, still names the declines.
+    Returns {node name: reason}."""
+    import pytest
+
+    report = tmp_path / "partition.json"
+    with pytest.raises(Exception, match=match):
+        harness.mlx_session(model, allow_cpu=True, provider_options={"report_file": str(report)})
+    return {d["name"]: d["reason"] for d in json.loads(report.read_text())["declined"]}
+
+
+def check_compiled(model, feed_sets, capfd, path="shapeless", rtol=1e-5, atol=1e-6):
+    """Runs one MLX session on several feed sets (e.g. different batch sizes through symbolic
+    dims), compares each run with ORT's CPU provider, then reads the EP's verbose session summary
+    (printed to stderr when the session is released) and asserts the single fused group took
+    `path` with every run compiled and no fallback to eager translation."""
+    import gc
+
+    s = harness.mlx_session(model, provider_options={"verbose": "1"})
+    cpu = harness.cpu_session(model)
+    for feeds in feed_sets:
+        _compare(s.run(None, feeds), cpu.run(None, feeds), rtol, atol)
+    capfd.readouterr()
+    del s
+    gc.collect()
+    err = capfd.readouterr().err
+    lines = [ln for ln in err.splitlines() if " nodes, path " in ln]
+    assert len(lines) == 1, err
+    runs = len(feed_sets)
+    assert f"path {path} (" in lines[0], lines[0]
+    assert f"compiled {runs}, eager 0" in lines[0] and "fallbacks 0" in lines[0], lines[0]
+    return lines[0]

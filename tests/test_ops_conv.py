@@ -1,0 +1,217 @@
+"""Convolution rows (src/ops/conv.c): Conv and ConvTranspose over 1-3 spatial dims with groups,
+strides, dilations, explicit (asymmetric) pads, auto_pad, kernel_shape, an optional bias and, for
+ConvTranspose, output_padding and output_shape; float32/float16 against ORT's CPU provider and
+bfloat16 (no ORT CPU kernel) against the float32 model on CPU; weights as inputs and as
+initializers; every opset row; and the declined forms (where ORT's CPU kernel rejects the node or
+departs from the spec), which stay on CPU with their reasons."""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import mlx_harness as harness
+import ops_common as oc
+from ops_common import BF16, F16, F32, FLOATS
+
+# (id, X shape, W shape, attributes)
+CONV_CASES = [
+    ("1d", (2, 4, 11), (6, 4, 3), {}),
+    ("1d-stride-asym-pads", (2, 4, 11), (6, 4, 3), dict(strides=[2], pads=[1, 2])),
+    ("1d-dil-group", (2, 4, 11), (6, 2, 3), dict(dilations=[2], group=2, pads=[2, 0])),
+    ("1d-same-upper", (1, 3, 10), (4, 3, 4), dict(auto_pad="SAME_UPPER", strides=[3])),
+    ("1d-big-pads", (1, 2, 5), (3, 2, 2), dict(pads=[3, 4], strides=[2])),
+    ("2d", (2, 3, 9, 8), (5, 3, 3, 3), {}),
+    ("2d-stride-dil-pads", (2, 3, 9, 8), (4, 3, 3, 2),
+     dict(strides=[2, 1], dilations=[1, 2], pads=[1, 0, 2, 1])),
+    ("2d-depthwise", (1, 6, 7, 7), (6, 1, 3, 3), dict(group=6, pads=[1, 1, 1, 1])),
+    ("2d-group3", (2, 6, 8, 8), (9, 2, 2, 3), dict(group=3, strides=[2, 2])),
+    ("2d-same-upper", (1, 3, 7, 6), (4, 3, 3, 2), dict(auto_pad="SAME_UPPER", strides=[2, 2])),
+    ("2d-same-lower", (1, 3, 7, 6), (4, 3, 4, 3), dict(auto_pad="SAME_LOWER", strides=[2, 1])),
+    ("2d-valid", (1, 3, 7, 6), (4, 3, 3, 3), dict(auto_pad="VALID", strides=[2, 2])),
+    ("2d-kernel-shape", (1, 2, 5, 5), (3, 2, 3, 3), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1])),
+    ("2d-1x1-stride2", (2, 4, 7, 7), (8, 4, 1, 1), dict(strides=[2, 2])),
+    ("3d", (1, 2, 5, 6, 4), (3, 2, 3, 2, 2), dict(pads=[1, 0, 1, 0, 1, 1])),
+    ("3d-group-stride-dil", (2, 4, 6, 5, 7), (6, 2, 2, 3, 2),
+     dict(group=2, strides=[1, 2, 2], dilations=[2, 1, 1])),
+    ("3d-same-lower", (1, 2, 5, 5, 5), (2, 2, 3, 3, 3),
+     dict(auto_pad="SAME_LOWER", strides=[2, 2, 2])),
+]
+
+# (id, X shape, W shape [C, M/group, k...], attributes)
+CONVT_CASES = [
+    ("1d", (2, 3, 5), (3, 4, 3), {}),
+    ("1d-stride", (2, 3, 5), (3, 2, 3), dict(strides=[2])),
+    ("1d-stride-pads-outpad", (1, 3, 5), (3, 2, 4),
+     dict(strides=[3], pads=[1, 2], output_padding=[2])),
+    ("1d-dil-stride", (1, 2, 6), (2, 3, 3), dict(dilations=[2], strides=[2], pads=[3, 1])),
+    ("1d-pads-beyond-kernel", (1, 2, 8), (2, 2, 3), dict(pads=[4, 3])),
+    ("1d-output-shape", (1, 2, 4), (2, 2, 3), dict(strides=[2], output_shape=[8])),
+    ("1d-output-shape-longer", (1, 2, 4), (2, 2, 2), dict(strides=[2], output_shape=[9])),
+    ("1d-output-shape-outpad", (1, 2, 4), (2, 2, 2),
+     dict(strides=[2], output_shape=[6], output_padding=[1])),
+    ("1d-same-upper", (1, 2, 4), (2, 3, 3), dict(auto_pad="SAME_UPPER", strides=[2])),
+    ("1d-same-lower", (1, 2, 4), (2, 3, 3), dict(auto_pad="SAME_LOWER", strides=[2])),
+    ("1d-valid", (1, 2, 4), (2, 3, 3), dict(auto_pad="VALID", strides=[2])),
+    ("1d-group", (1, 4, 5), (4, 3, 3), dict(group=2, strides=[2])),
+    ("2d", (2, 3, 4, 5), (3, 2, 3, 3), {}),
+    ("2d-stride-asym-pads-outpad", (1, 3, 4, 5), (3, 2, 3, 2),
+     dict(strides=[2, 3], pads=[1, 0, 0, 1], output_padding=[1, 2])),
+    ("2d-depthwise-dil", (1, 4, 5, 4), (4, 1, 3, 3),
+     dict(group=4, dilations=[2, 1], strides=[1, 2])),
+    ("2d-group2", (2, 4, 3, 4), (4, 3, 2, 3), dict(group=2, strides=[2, 2], pads=[0, 1, 1, 0])),
+    ("2d-output-shape-same-upper", (1, 2, 3, 4), (2, 2, 3, 3),
+     dict(strides=[2, 2], output_shape=[6, 7], auto_pad="SAME_UPPER")),
+    ("2d-same-lower-dil", (1, 2, 3, 4), (2, 2, 3, 2),
+     dict(auto_pad="SAME_LOWER", strides=[2, 2], dilations=[2, 1])),
+    ("3d", (1, 2, 3, 4, 3), (2, 3, 2, 3, 2), dict(strides=[2, 1, 2], pads=[0, 1, 0, 1, 0, 1])),
+    ("3d-group", (1, 4, 3, 3, 3), (4, 2, 2, 2, 2),
+     dict(group=2, strides=[2, 2, 2], output_padding=[1, 0, 1])),
+]
+
+ids = lambda cases: [c[0] for c in cases]  # noqa: E731
+
+
+def case(op, name):
+    return next(c for c in (CONV_CASES if op == "Conv" else CONVT_CASES) if c[0] == name)
+
+
+def out_channels(op, w_shape, attrs):
+    return w_shape[0] if op == "Conv" else w_shape[1] * attrs.get("group", 1)
+
+
+def conv_model(op, elem, x_shape, w_shape, attrs, bias=False, opset=22, consts=None):
+    """W (and B) are graph inputs, or initializers when consts = {"w": array, "b": array}."""
+    names, inputs, inits = ["x", "w"], [("x", elem, x_shape)], []
+    if bias:
+        names.append("b")
+    for name, shape in (("w", w_shape), ("b", (out_channels(op, w_shape, attrs),))):
+        if name not in names:
+            continue
+        if consts:
+            inits.append((name, consts[name]))
+        else:
+            inputs.append((name, elem, shape))
+    node = helper.make_node(op, names, ["y"], name="n", **attrs)
+    return harness.make_model([node], inputs, [("y", elem, None)], initializers=inits, opset=opset)
+
+
+def feeds(op, x_shape, w_shape, attrs, bias, seed=0):
+    f = {"x": harness.rand(x_shape, low=-1, high=1, seed=seed),
+         "w": harness.rand(w_shape, low=-1, high=1, seed=seed + 1)}
+    if bias:
+        f["b"] = harness.rand((out_channels(op, w_shape, attrs),), seed=seed + 2)
+    return f
+
+
+@pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
+@pytest.mark.parametrize("case_", CONV_CASES, ids=ids(CONV_CASES))
+def test_conv(case_, bias):
+    _, xs, ws, attrs = case_
+    oc.check(lambda e: conv_model("Conv", e, xs, ws, attrs, bias),
+             feeds("Conv", xs, ws, attrs, bias), F32, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
+@pytest.mark.parametrize("case_", CONVT_CASES, ids=ids(CONVT_CASES))
+def test_conv_transpose(case_, bias):
+    _, xs, ws, attrs = case_
+    oc.check(lambda e: conv_model("ConvTranspose", e, xs, ws, attrs, bias),
+             feeds("ConvTranspose", xs, ws, attrs, bias), F32, rtol=1e-4, atol=1e-5)
+
+
+DTYPE_CASES = {"Conv": [case("Conv", c) for c in ("1d-dil-group", "2d-stride-dil-pads",
+                                                   "3d-group-stride-dil")],
+               "ConvTranspose": [case("ConvTranspose", c) for c in (
+                   "1d-stride-pads-outpad", "2d-stride-asym-pads-outpad", "3d-group")]}
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("op,case_", [(op, c) for op, cs in DTYPE_CASES.items() for c in cs],
+                         ids=[f"{op}-{c[0]}" for op, cs in DTYPE_CASES.items() for c in cs])
+def test_float_dtypes(op, case_, dtype):
+    """float16 against ORT's float16 kernels; bfloat16 (opset 22, no ORT CPU kernel) against the
+    float32 model on CPU with the same bfloat16-rounded values."""
+    _, xs, ws, attrs = case_
+    oc.check(lambda e: conv_model(op, e, xs, ws, attrs, True), feeds(op, xs, ws, attrs, True),
+             dtype, scale=5)
+
+
+@pytest.mark.parametrize("dtype", [F32, F16], ids=str)
+@pytest.mark.parametrize("op,name", [("Conv", "2d-depthwise"), ("ConvTranspose", "2d-group2")])
+def test_constant_weight_and_bias(op, name, dtype):
+    """The usual form: W and B are initializers (loaded once, transposed on every run)."""
+    _, xs, ws, attrs = case(op, name)
+    f = feeds(op, xs, ws, attrs, True, seed=5)
+    consts = {"w": f.pop("w").astype(dtype), "b": f.pop("b").astype(dtype)}
+    model = conv_model(op, oc.elem(dtype), xs, ws, attrs, True, consts=consts)
+    rtol, atol = (1e-4, 1e-5) if dtype == F32 else oc.tol(dtype, 5)
+    s = harness.mlx_session(model)
+    ref = harness.cpu_session(model).run(None, {"x": f["x"].astype(dtype)})
+    for _ in range(2):  # a second run reuses the plan's constants
+        got = s.run(None, {"x": f["x"].astype(dtype)})
+        np.testing.assert_allclose(got[0].astype(np.float32), ref[0].astype(np.float32),
+                                   rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("op", ["Conv", "ConvTranspose"])
+@pytest.mark.parametrize("opset", [7, 10, 11, 22])
+def test_opset_rows(op, opset):
+    """Rows 1-10 and 11-22 (opset 7: the oldest ORT guarantees) translate alike."""
+    _, xs, ws, attrs = case(op, "2d-same-upper" if op == "Conv" else "2d-output-shape-same-upper")
+    oc.check(lambda e: conv_model(op, e, xs, ws, attrs, True, opset=opset),
+             feeds(op, xs, ws, attrs, True), F32, rtol=1e-4, atol=1e-5)
+
+
+def test_conv_inside_a_graph():
+    """Conv then ConvTranspose with initializer weights, fused in one MLX group."""
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["h"], name="c1", pads=[1, 1, 1, 1]),
+             helper.make_node("ConvTranspose", ["h", "w2", "b2"], ["y"], name="c2", strides=[2, 2])]
+    x = harness.rand((1, 3, 6, 6), seed=8)
+    inits = [("w1", harness.rand((4, 3, 3, 3), low=-1, high=1, seed=9)),
+             ("w2", harness.rand((4, 2, 2, 2), low=-1, high=1, seed=10)),
+             ("b2", harness.rand((2,), seed=11))]
+    model = harness.make_model(nodes, [("x", TensorProto.FLOAT, x.shape)],
+                               [("y", TensorProto.FLOAT, None)], initializers=inits)
+    harness.check_against_cpu(model, {"x": x}, rtol=1e-4, atol=1e-4)
+
+
+# --- declined forms ---------------------------------------------------------------------------
+def test_declines_same_with_dilations(tmp_path):
+    """ORT's CPU Conv rejects dilations with SAME padding at run time: left to it, not run."""
+    m = conv_model("Conv", TensorProto.FLOAT, (1, 2, 8), (2, 2, 3),
+                   dict(auto_pad="SAME_UPPER", dilations=[2]))
+    oc.check_declined(m, None, "n", "dilations", tmp_path)
+
+
+def test_declines_same_with_kernel_below_stride(tmp_path):
+    """SAME with a 1-wide kernel and stride 5: the padding would be negative, where ORT departs
+    from the spec; declined, and the CPU result is what the session returns."""
+    m = conv_model("Conv", TensorProto.FLOAT, (1, 2, 10), (3, 2, 1),
+                   dict(auto_pad="SAME_LOWER", strides=[5]))
+    f = feeds("Conv", (1, 2, 10), (3, 2, 1), {}, False)
+    oc.check_declined(m, f, "n", "negative padding", tmp_path)
+
+
+def test_declines_kernel_shape_mismatch(tmp_path):
+    m = conv_model("Conv", TensorProto.FLOAT, (1, 2, 6, 6), (3, 2, 3, 3), dict(kernel_shape=[2, 2]))
+    oc.check_declined(m, None, "n", "does not match W", tmp_path)
+
+
+def test_declines_four_spatial_dims(tmp_path):
+    xs, ws = (1, 2, 3, 3, 3, 3), (2, 2, 2, 2, 2, 2)
+    m = conv_model("Conv", TensorProto.FLOAT, xs, ws, {})
+    oc.check_declined(m, feeds("Conv", xs, ws, {}, False), "n", "MLX convolves 1 to 3", tmp_path,
+                      rtol=1e-5, atol=1e-5)
+
+
+def test_declines_output_padding_not_below_stride(tmp_path):
+    m = conv_model("ConvTranspose", TensorProto.FLOAT, (1, 2, 4), (2, 2, 2),
+                   dict(strides=[2], output_padding=[2]))
+    oc.check_declined(m, None, "n", "output_padding 2", tmp_path)
+
+
+def test_declines_transpose_same_shorter_than_spec(tmp_path):
+    """ConvTranspose SAME with kernel 1, stride 2: ORT's output has 7 elements, the spec's 8."""
+    xs, ws, attrs = (1, 2, 4), (2, 2, 1), dict(strides=[2], auto_pad="SAME_UPPER")
+    m = conv_model("ConvTranspose", TensorProto.FLOAT, xs, ws, attrs)
+    oc.check_declined(m, feeds("ConvTranspose", xs, ws, attrs, False), "n", "shorter", tmp_path)
+
