@@ -50,10 +50,11 @@ static bool all_inputs_constant(const plan *p, const ir_node *n) {
 }
 
 /* Runs one node's translator, reporting failures with the node's name and op. */
-int plan_translate_node(const plan *p, mx_ctx *ctx, mx_array *values, int index,
-                          tr_checks *checks, unsigned *host_reads, char *err, size_t len) {
+int plan_translate_node(const plan *p, mx_ctx *ctx, mx_array *values, const mx_array *known,
+                        int index, tr_checks *checks, unsigned *host_reads, char *err,
+                        size_t len) {
   const ir_node *n = &p->g->nodes[index];
-  tr_ctx t = {.mx = ctx, .g = p->g, .values = values, .const_values = p->const_values,
+  tr_ctx t = {.mx = ctx, .g = p->g, .values = values, .const_values = known,
               .node = n, .checks = checks};
   ctx->error[0] = 0;
   int rc = p->rows[index]->translate(&t, n, p->rows[index]);
@@ -97,7 +98,8 @@ static int fold_constants(plan *p, mx_ctx *ctx, char *err, size_t len) {
     if (p->rows[i]->compile_class == OP_EAGER || !all_inputs_constant(p, n)) continue;
     unsigned reads = 0;
     tr_checks checks = {0};
-    int rc = plan_translate_node(p, ctx, p->const_values, i, &checks, &reads, err, len);
+    int rc = plan_translate_node(p, ctx, p->const_values, p->const_values, i, &checks, &reads,
+                                 err, len);
     if (rc == MX_OK) rc = plan_verify_checks(ctx, &checks, err, len);
     free(checks.items);
     if (rc != MX_OK) return rc;
@@ -112,6 +114,32 @@ static int fold_constants(plan *p, mx_ctx *ctx, char *err, size_t len) {
     p->folded[i] = true;
   }
   return MX_OK;
+}
+
+/* Marks the nodes whose outputs depend only on input shapes and constants: Shape (and Size)
+ * themselves and every non-eager node all of whose inputs are constants or such values. */
+static void mark_shape_nodes(plan *p) {
+  bool *derived = calloc((size_t)p->g->n_values + 1, sizeof(bool));
+  if (!derived) return; /* without the marks, keyed plans simply trace fewer constants */
+  for (int k = 0; k < p->g->n_nodes; k++) {
+    int i = p->order[k];
+    const ir_node *n = &p->g->nodes[i];
+    if (p->folded[i] || p->rows[i]->compile_class == OP_EAGER) continue;
+    bool from_shape = strcmp(n->op_type, "Shape") == 0 || strcmp(n->op_type, "Size") == 0;
+    bool all_known = n->n_inputs > 0, any_derived = false;
+    for (int j = 0; j < n->n_inputs; j++) {
+      int v = n->inputs[j];
+      if (v == IR_NONE) continue;
+      any_derived |= derived[v];
+      all_known &= derived[v] || p->const_values[v] != NULL;
+    }
+    if (!from_shape && !(all_known && any_derived)) continue;
+    p->shape_node[i] = true;
+    p->has_shape_nodes = true;
+    for (int o = 0; o < n->n_outputs; o++)
+      if (n->outputs[o] != IR_NONE) derived[n->outputs[o]] = true;
+  }
+  free(derived);
 }
 
 /* The compile path: shapeless when every node that runs per call allows it, keyed on input
@@ -160,13 +188,14 @@ int plan_build(const ir_graph *snapshot, const char *name, const plan_config *cf
   p->order = calloc((size_t)n + 1, sizeof(int));
   p->rows = calloc((size_t)n + 1, sizeof(op_row *));
   p->folded = calloc((size_t)n + 1, sizeof(bool));
+  p->shape_node = calloc((size_t)n + 1, sizeof(bool));
   p->const_values = calloc((size_t)p->g->n_values + 1, sizeof(mx_array));
   bool *all = calloc((size_t)n + 1, sizeof(bool));
   int *groups = calloc((size_t)n + 1, sizeof(int));
   p->consts = mx_arena_new();
   int rc = MX_ERR_NOMEM;
-  if (!p->name || !p->order || !p->rows || !p->folded || !p->const_values || !all || !groups ||
-      !p->consts) {
+  if (!p->name || !p->order || !p->rows || !p->folded || !p->shape_node || !p->const_values ||
+      !all || !groups || !p->consts) {
     snprintf(err, len, "out of memory while building the plan");
     goto fail;
   }
@@ -189,6 +218,7 @@ int plan_build(const ir_graph *snapshot, const char *name, const plan_config *cf
   rc = load_constants(p, &ctx, err, len);
   if (rc == MX_OK) rc = fold_constants(p, &ctx, err, len);
   if (rc != MX_OK) goto fail;
+  mark_shape_nodes(p);
   choose_path(p, cfg);
   free(all);
   free(groups);
@@ -210,6 +240,7 @@ void plan_free(plan *p) {
   free(p->order);
   free(p->rows);
   free(p->folded);
+  free(p->shape_node);
   free(p->const_values);
   free(p);
 }

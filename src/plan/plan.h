@@ -40,11 +40,19 @@ typedef struct plan_config {
   int cache_size; /* compiled variants kept per keyed plan */
 } plan_config;
 
+struct plan;
+
+/* One compiled variant. For keyed variants, values computed only from input shapes and
+ * constants (Shape -> Gather -> Concat -> Reshape chains) are a function of the signature: they
+ * are evaluated once when the variant is made and enter its trace as constants. */
 typedef struct plan_cache_entry {
+  struct plan *owner;
   int64_t *signature; /* dtype, rank and dims of every bound input */
   size_t signature_len;
   mx_compiled *fn;
   uint64_t last_use;
+  mx_arena *arena;     /* holds shape_values */
+  mx_array *shape_values; /* per value; NULL unless shape-derived */
 } plan_cache_entry;
 
 typedef struct plan {
@@ -62,8 +70,10 @@ typedef struct plan {
   char path_reason_buf[192];
   bool compile_broken; /* a trace failed where eager succeeded: eager from then on */
   atomic_bool traced_checks; /* some trace recorded run-time checks: read the check output */
-  mx_compiled *shapeless_fn;
-  plan_cache_entry *cache; /* keyed variants, least recently used evicted */
+  bool *shape_node;        /* per node: computes only from input shapes and constants */
+  bool has_shape_nodes;
+  plan_cache_entry shapeless_entry;
+  plan_cache_entry **cache; /* keyed variants, least recently used evicted */
   int cache_count, cache_capacity;
   uint64_t cache_clock;
   plan_stats stats;

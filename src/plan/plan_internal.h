@@ -8,8 +8,11 @@
 #include "plan/plan.h"
 #include "plan/translate.h"
 
-int plan_translate_node(const plan *p, mx_ctx *ctx, mx_array *values, int index,
-                        tr_checks *checks, unsigned *host_reads, char *err, size_t len);
+/* known: values fixed for this translation (constants, and a keyed variant's shape values);
+ * host reads of them are free and allowed while tracing. */
+int plan_translate_node(const plan *p, mx_ctx *ctx, mx_array *values, const mx_array *known,
+                        int index, tr_checks *checks, unsigned *host_reads, char *err,
+                        size_t len);
 int plan_verify_checks(mx_ctx *ctx, tr_checks *checks, char *err, size_t len);
 int plan_dims_to_int(const int64_t *dims, int rank, int *shape);
 void plan_cache_clear(plan *p);

@@ -68,13 +68,15 @@ static int bind_inputs(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array
 
 /* --- translation shared by the eager path and the traces ---------------------------------- */
 /* Translates every node that runs per call and collects the outputs, cast to their declared
- * types. `values` must hold the constants and the bound inputs. */
-static int translate_all(const plan *p, mx_ctx *ctx, mx_array *values, tr_checks *checks,
-                         mx_array *outputs, unsigned *host_reads, char *err, size_t len) {
+ * types. `values` must hold the constants and the bound inputs (and, when skip_shape_nodes, the
+ * shape values of the variant being traced); `known` marks which values are fixed. */
+static int translate_all(const plan *p, mx_ctx *ctx, mx_array *values, const mx_array *known,
+                         bool skip_shape_nodes, tr_checks *checks, mx_array *outputs,
+                         unsigned *host_reads, char *err, size_t len) {
   for (int k = 0; k < p->g->n_nodes; k++) {
     int i = p->order[k];
-    if (p->folded[i]) continue;
-    TR_TRY(plan_translate_node(p, ctx, values, i, checks, host_reads, err, len));
+    if (p->folded[i] || (skip_shape_nodes && p->shape_node[i])) continue;
+    TR_TRY(plan_translate_node(p, ctx, values, known, i, checks, host_reads, err, len));
   }
   for (int k = 0; k < p->g->n_graph_outputs; k++) {
     const ir_value *v = &p->g->values[p->g->graph_outputs[k]];
@@ -142,7 +144,8 @@ static int run_eager(plan *p, mx_ctx *ctx, const mx_array *bound, mx_array *outp
     snprintf(err, len, "out of memory");
     return MX_ERR_NOMEM;
   }
-  int rc = translate_all(p, ctx, values, &checks, outputs, &host_reads, err, len);
+  int rc = translate_all(p, ctx, values, p->const_values, false, &checks, outputs, &host_reads,
+                         err, len);
   if (rc == MX_OK) {
     rc = eval_all(ctx, outputs, p->g->n_graph_outputs, &checks);
     if (rc != MX_OK) locate_failure(p, ctx, values, err, len);
@@ -157,19 +160,28 @@ static int run_eager(plan *p, mx_ctx *ctx, const mx_array *bound, mx_array *outp
 
 /* --- compiled paths ------------------------------------------------------------------------ */
 /* The function MLX traces: the same translation, with every check folded into one extra
- * boolean output so the compiled function has a fixed number of outputs. */
+ * boolean output so the compiled function has a fixed number of outputs. `user` is the variant
+ * (its shape values enter the trace as constants). */
 static int traced_graph(void *user, mx_ctx *ctx, const mx_array *inputs, size_t n_inputs,
                         mx_array *outputs, size_t n_outputs) {
   (void)n_inputs, (void)n_outputs;
-  plan *p = user;
+  plan_cache_entry *e = user;
+  plan *p = e->owner;
   atomic_fetch_add(&p->stats.traces, 1);
   tr_checks checks = {0};
   unsigned host_reads = 0;
   char err[MX_ERROR_LEN];
   mx_array *values = values_with_inputs(p, inputs);
-  if (!values) return MX_ERR_NOMEM;
-  int rc = translate_all(p, ctx, values, &checks, outputs, &host_reads, err, sizeof err);
-  if (rc != MX_OK) snprintf(ctx->error, sizeof ctx->error, "%s", err);
+  mx_array *known = malloc(sizeof(mx_array) * ((size_t)p->g->n_values + 1));
+  int rc = values && known ? MX_OK : MX_ERR_NOMEM;
+  if (rc == MX_OK) {
+    memcpy(known, p->const_values, sizeof(mx_array) * (size_t)p->g->n_values);
+    for (int v = 0; e->shape_values && v < p->g->n_values; v++)
+      if (e->shape_values[v]) values[v] = known[v] = e->shape_values[v];
+    rc = translate_all(p, ctx, values, known, e->shape_values != NULL, &checks, outputs,
+                       &host_reads, err, sizeof err);
+    if (rc != MX_OK) snprintf(ctx->error, sizeof ctx->error, "%s", err);
+  }
   mx_array ok = NULL;
   if (rc == MX_OK) rc = mx_scalar(ctx, &ok, 1, MX_BOOL);
   for (int i = 0; rc == MX_OK && i < checks.count; i++)
@@ -180,6 +192,40 @@ static int traced_graph(void *user, mx_ctx *ctx, const mx_array *inputs, size_t 
     rc = MX_ERR_ARG;
   }
   outputs[p->g->n_graph_outputs] = ok;
+  free(checks.items);
+  free(values);
+  free(known);
+  return rc;
+}
+
+/* Evaluates a keyed variant's shape values from the concrete inputs, into its own arena. */
+static int compute_shape_values(plan *p, mx_ctx *ctx, plan_cache_entry *e, const mx_array *bound) {
+  if (!p->has_shape_nodes) return MX_OK;
+  e->shape_values = calloc((size_t)p->g->n_values + 1, sizeof(mx_array));
+  mx_array *values = values_with_inputs(p, bound);
+  int rc = e->shape_values && values ? MX_OK : MX_ERR_NOMEM;
+  mx_ctx sctx = {.arena = e->arena, .device = ctx->device};
+  char err[MX_ERROR_LEN] = "";
+  unsigned reads = 0;
+  tr_checks checks = {0};
+  for (int k = 0; rc == MX_OK && k < p->g->n_nodes; k++) {
+    int i = p->order[k];
+    if (!p->shape_node[i]) continue;
+    rc = plan_translate_node(p, &sctx, values, p->const_values, i, &checks, &reads, err,
+                             sizeof err);
+    const ir_node *n = &p->g->nodes[i];
+    for (int o = 0; rc == MX_OK && o < n->n_outputs; o++) {
+      int v = n->outputs[o];
+      if (v == IR_NONE) continue;
+      rc = mx_eval(&sctx, &values[v], 1);
+      if (rc != MX_OK)
+        snprintf(err, sizeof err, "node '%.100s' (%.40s): %.300s", n->name, n->op_type,
+                 sctx.error);
+      e->shape_values[v] = values[v];
+    }
+  }
+  if (rc == MX_OK) rc = plan_verify_checks(&sctx, &checks, err, sizeof err);
+  if (rc != MX_OK) mx_set_error(ctx, "%s", err[0] ? err : "computing shape values failed");
   free(checks.items);
   free(values);
   return rc;
@@ -195,18 +241,53 @@ static size_t signature_of(const mx_array *bound, int n, int64_t *sig) {
   return len;
 }
 
+static void entry_free(plan_cache_entry *e) {
+  if (!e) return;
+  mx_compiled_free(e->fn);
+  mx_arena_free(e->arena);
+  free(e->shape_values);
+  free(e->signature);
+  free(e);
+}
+
+/* Makes a keyed variant for these inputs: its shape values, then its compiled function. */
+static int entry_new(plan *p, mx_ctx *ctx, const mx_array *bound, const int64_t *sig,
+                     size_t len, plan_cache_entry **out) {
+  size_t n_out = (size_t)p->g->n_graph_outputs + 1;
+  plan_cache_entry *e = calloc(1, sizeof *e);
+  if (e) {
+    e->owner = p;
+    e->signature = malloc(len * sizeof *sig + 1);
+    e->arena = mx_arena_new();
+  }
+  int rc = e && e->signature && e->arena ? MX_OK : MX_ERR_NOMEM;
+  if (rc != MX_OK) mx_set_error(ctx, "out of memory");
+  if (rc == MX_OK) rc = compute_shape_values(p, ctx, e, bound);
+  if (rc == MX_OK) rc = mx_compiled_new(ctx, &e->fn, traced_graph, e, n_out, false);
+  if (rc != MX_OK) {
+    entry_free(e);
+    return rc;
+  }
+  memcpy(e->signature, sig, len * sizeof *sig);
+  e->signature_len = len;
+  *out = e;
+  return MX_OK;
+}
+
 /* The compiled function for these inputs: the shapeless one, or the keyed cache's entry. */
 static int compiled_for(plan *p, mx_ctx *ctx, const mx_array *bound, int n_bound,
                         mx_compiled **fn) {
-  size_t n_out = (size_t)p->g->n_graph_outputs + 1;
   if (p->path == PLAN_SHAPELESS) {
-    if (p->shapeless_fn) {
+    plan_cache_entry *e = &p->shapeless_entry;
+    if (e->fn) {
       atomic_fetch_add(&p->stats.cache_hits, 1);
     } else {
       atomic_fetch_add(&p->stats.cache_misses, 1);
-      TR_TRY(mx_compiled_new(ctx, &p->shapeless_fn, traced_graph, p, n_out, true));
+      e->owner = p;
+      TR_TRY(mx_compiled_new(ctx, &e->fn, traced_graph, e,
+                             (size_t)p->g->n_graph_outputs + 1, true));
     }
-    *fn = p->shapeless_fn;
+    *fn = e->fn;
     return MX_OK;
   }
   int64_t sig[(MX_MAX_RANK + 2) * 64];
@@ -214,7 +295,7 @@ static int compiled_for(plan *p, mx_ctx *ctx, const mx_array *bound, int n_bound
   size_t len = signature_of(bound, n_bound, sig);
   p->cache_clock++;
   for (int i = 0; i < p->cache_count; i++) {
-    plan_cache_entry *e = &p->cache[i];
+    plan_cache_entry *e = p->cache[i];
     if (e->signature_len == len && memcmp(e->signature, sig, len * sizeof *sig) == 0) {
       e->last_use = p->cache_clock;
       atomic_fetch_add(&p->stats.cache_hits, 1);
@@ -223,32 +304,23 @@ static int compiled_for(plan *p, mx_ctx *ctx, const mx_array *bound, int n_bound
     }
   }
   atomic_fetch_add(&p->stats.cache_misses, 1);
+  if (!p->cache) {
+    p->cache = calloc((size_t)p->cache_capacity, sizeof *p->cache);
+    if (!p->cache) return mx_set_error(ctx, "out of memory"), MX_ERR_NOMEM;
+  }
+  plan_cache_entry *e = NULL;
+  TR_TRY(entry_new(p, ctx, bound, sig, len, &e));
   int slot = p->cache_count;
   if (slot == p->cache_capacity) { /* evict the least recently used variant */
     slot = 0;
     for (int i = 1; i < p->cache_count; i++)
-      if (p->cache[i].last_use < p->cache[slot].last_use) slot = i;
-    mx_compiled_free(p->cache[slot].fn);
-    free(p->cache[slot].signature);
+      if (p->cache[i]->last_use < p->cache[slot]->last_use) slot = i;
+    entry_free(p->cache[slot]);
   } else {
-    plan_cache_entry *grown = realloc(p->cache, sizeof *grown * (size_t)(slot + 1));
-    if (!grown) return mx_set_error(ctx, "out of memory"), MX_ERR_NOMEM;
-    p->cache = grown;
     p->cache_count++;
   }
-  plan_cache_entry *e = &p->cache[slot];
-  memset(e, 0, sizeof *e);
-  e->signature = malloc(len * sizeof *sig + 1);
-  int rc = e->signature ? mx_compiled_new(ctx, &e->fn, traced_graph, p, n_out, false)
-                        : MX_ERR_NOMEM;
-  if (rc != MX_OK) { /* drop the half-made entry */
-    free(e->signature);
-    *e = p->cache[--p->cache_count];
-    return rc;
-  }
-  memcpy(e->signature, sig, len * sizeof *sig);
-  e->signature_len = len;
   e->last_use = p->cache_clock;
+  p->cache[slot] = e;
   *fn = e->fn;
   return MX_OK;
 }
@@ -273,12 +345,9 @@ static int run_compiled(plan *p, mx_ctx *ctx, const mx_array *bound, int n_bound
 }
 
 void plan_cache_clear(plan *p) {
-  mx_compiled_free(p->shapeless_fn);
-  p->shapeless_fn = NULL;
-  for (int i = 0; i < p->cache_count; i++) {
-    mx_compiled_free(p->cache[i].fn);
-    free(p->cache[i].signature);
-  }
+  mx_compiled_free(p->shapeless_entry.fn);
+  p->shapeless_entry.fn = NULL;
+  for (int i = 0; i < p->cache_count; i++) entry_free(p->cache[i]);
   free(p->cache);
   p->cache = NULL;
   p->cache_count = 0;

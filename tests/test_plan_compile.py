@@ -1,0 +1,97 @@
+"""The compile policy seen from outside: which path each fused group takes (shapeless, keyed,
+eager), cache hits and misses across input shapes, shape chains kept compiled per shape, the kill
+switches, and that every path gives the same answers. Paths are read from the verbose summary
+the EP prints when a session ends."""
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper
+
+from mlx_harness import make_model
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run_verbose(model, shapes, env=None):
+    """Runs `model` (input x) once per shape in a child process; returns the EP's summary."""
+    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"compile-{os.getpid()}.onnx")
+    with open(path, "wb") as f:
+        f.write(model.SerializeToString())
+    code = textwrap.dedent(f"""
+        import sys, numpy as np, onnxruntime as ort
+        sys.path.insert(0, {HERE!r})
+        import onnxruntime_ep_mlx as mlx
+        so = mlx.session_options()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+        s = ort.InferenceSession({path!r}, so)
+        ref = ort.InferenceSession({path!r}, providers=["CPUExecutionProvider"])
+        for shape in {shapes!r}:
+            x = (np.random.default_rng(len(shape)).random(shape, dtype=np.float32) - 0.5)
+            got, want = s.run(None, {{"x": x}})[0], ref.run(None, {{"x": x}})[0]
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        del s
+    """)
+    full_env = dict(os.environ, ONNXRUNTIME_EP_MLX_VERBOSE="1", **(env or {}))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env)
+    os.unlink(path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    groups = [line for line in r.stderr.splitlines() if " nodes, path " in line]
+    assert groups, r.stderr[-2000:]
+    return groups
+
+
+def stat(line, name):
+    return int(re.search(rf"{name} (\d+)", line).group(1))
+
+
+def elementwise_chain():
+    nodes = [helper.make_node("Mul", ["x", "x"], ["a"], name="mul"),
+             helper.make_node("Add", ["a", "x"], ["b"], name="add"),
+             helper.make_node("Tanh", ["b"], ["y"], name="tanh")]
+    return make_model(nodes, [("x", TP.FLOAT, ["N", "M"])], [("y", TP.FLOAT, None)])
+
+
+def shape_chain():
+    nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape"),
+             helper.make_node("Gather", ["s", "zero"], ["b"], axis=0, name="g0"),
+             helper.make_node("Unsqueeze", ["b", "axes0"], ["bu"], name="unsq"),
+             helper.make_node("Concat", ["bu", "minus1"], ["shape2"], axis=0, name="cat"),
+             helper.make_node("Reshape", ["x", "shape2"], ["r"], name="reshape"),
+             helper.make_node("Relu", ["r"], ["y"], name="relu")]
+    inits = [("zero", np.array(0, np.int64)), ("axes0", np.array([0], np.int64)),
+             ("minus1", np.array([-1], np.int64))]
+    return make_model(nodes, [("x", TP.FLOAT, ["N", 3, 4])], [("y", TP.FLOAT, None)], inits)
+
+
+def test_shapeless_group_traces_once_across_shapes():
+    [g] = run_verbose(elementwise_chain(), [(2, 3), (5, 7), (2, 3), (1, 1)])
+    assert "path shapeless" in g
+    assert stat(g, "compiled") == 4 and stat(g, "fallbacks") == 0
+    assert stat(g, "misses") == 1
+
+
+def test_keyed_group_keeps_shape_chains_compiled():
+    [g] = run_verbose(shape_chain(), [(2, 3, 4), (5, 3, 4), (2, 3, 4), (5, 3, 4)])
+    assert "path keyed" in g and "Shape 'shape' is shape-keyed" in g
+    assert stat(g, "compiled") == 4 and stat(g, "eager") == 0 and stat(g, "fallbacks") == 0
+    assert stat(g, "misses") == 2 and stat(g, "hits") == 2  # one variant per shape
+    assert stat(g, "host reads") == 0
+
+
+@pytest.mark.parametrize("switch,path", [("ONNXRUNTIME_EP_MLX_NO_COMPILE", "path eager"),
+                                         ("ONNXRUNTIME_EP_MLX_NO_SHAPELESS", "path keyed")])
+def test_kill_switches_change_the_path_not_the_answers(switch, path):
+    [g] = run_verbose(elementwise_chain(), [(2, 3), (4, 5)], env={switch: "1"})
+    assert path in g
+
+
+def test_no_retrace_on_second_run():
+    [g] = run_verbose(shape_chain(), [(2, 3, 4), (2, 3, 4)])
+    assert stat(g, "traces") == 1 and stat(g, "hits") == 1
