@@ -130,7 +130,7 @@ def check_ref(model, f, hq, h, rule="gated_delta", tol=1e-4, **kw):
     return got
 
 
-# --- against ORT's CPU provider ---------------------------------------------------------------
+# --- against ORT's CPU provider ------------------------------------------------------------------
 @pytest.mark.parametrize("rule", RULES)
 @pytest.mark.parametrize("past", [True, False])
 def test_rules_match_cpu(rule, past):
@@ -261,7 +261,7 @@ def test_bfloat16_half_ulp_increments_accumulate_for_dk_257_to_512():
     np.testing.assert_array_equal(f32(present), f32(want_state.astype(np.float32).astype(BF16)))
 
 
-# --- dynamic T --------------------------------------------------------------------------------------
+# --- dynamic T -----------------------------------------------------------------------------------
 def test_dynamic_time_one_session():
     m = la_model(shapes={"q": ["B", "T", 8], "k": ["B", "T", 8], "v": ["B", "T", 6],
                          "decay": ["B", "T", 2], "beta": ["B", "T", 2], "past": ["B", 2, 4, 3]})
@@ -283,7 +283,7 @@ def test_composition_switch_gives_same_results(monkeypatch):
         np.testing.assert_array_equal(a, b)
 
 
-# --- declines ---------------------------------------------------------------------------------------
+# --- declines ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kw, reason", [
     (dict(hq=3, h=2, past=False),
      "q_num_heads 3 and kv_num_heads 2: one must divide the other"),
@@ -332,6 +332,17 @@ def test_run_time_length_mismatch_is_an_error_naming_the_node():
 
     assert declines(la_model(shapes={"decay": [2, 5, 2]}))["la"] == \
         "decay's batch and time dims must match the query's"
+
+
+def test_run_time_decay_length_mismatch_is_an_error_naming_the_node():
+    m = la_model(shapes={"q": [2, "T", 8], "k": [2, "T", 8], "v": [2, "T", 6],
+                         "decay": [2, "S", 2], "beta": [2, "T", 2]})
+    s = mlx_session_checked(m)
+    with pytest.raises(Exception, match=r"node 'la' \(LinearAttention\): decay must be \[B=2, T=3"):
+        s.run(None, la_feeds(m, dims={"T": 3, "S": 4}))
+    f = la_feeds(m, dims={"T": 3, "S": 3})
+    for g, w in zip(run(s, f), la_ref(f, 2, 2)):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("rule", ["linear", "gated", "delta"])

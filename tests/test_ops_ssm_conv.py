@@ -115,7 +115,7 @@ def check_ref(t=F, tol=1e-5, **kw):
     return got
 
 
-# --- against ORT's CPU provider ---------------------------------------------------------------
+# --- against ORT's CPU provider ------------------------------------------------------------------
 @pytest.mark.parametrize("kw", [
     {}, dict(bias=False), dict(past=False), dict(bias=False, past=False),
     dict(activation="silu"), dict(activation="swish"), dict(dilation=2), dict(dilation=3, k=4),
@@ -149,7 +149,7 @@ def test_ai_onnx_opset27_matches_cpu(monkeypatch):
                       conv_feeds(past=False, bias=False), rtol=1e-5, atol=1e-5)
 
 
-# --- against NumPy: windows, bfloat16 -------------------------------------------------------------
+# --- against NumPy: windows, bfloat16 ------------------------------------------------------------
 @pytest.mark.parametrize("length", [0, 1, 2, 3, 7])  # window 3: L = 0, < W, == W, > W
 @pytest.mark.parametrize("channels_last", [0, 1])
 def test_state_window(length, channels_last):
@@ -176,7 +176,7 @@ def test_bfloat16_matches_numpy():
     check_ref(BF, tol=3e-2, channels_last=1, state_window=2, length=3)
 
 
-# --- dynamic length, decode chaining ------------------------------------------------------------
+# --- dynamic length, decode chaining -------------------------------------------------------------
 def test_dynamic_length_one_session():
     m = conv_model(x_shape=["B", 4, "L"], state_shape=["B", 4, 4], dilation=2)
     s = mlx_session_checked(m)
@@ -204,7 +204,7 @@ def test_prefill_then_decode_equals_one_call(channels_last):
     np.testing.assert_array_equal(state, want_state)
 
 
-# --- declines ---------------------------------------------------------------------------------------
+# --- declines ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("model, reason", [
     (lambda: conv_model(ndim=2, x_shape=[2, 4, 3, 5], w_shape=[4, 1, 2, 3], past=False),
      "ndim 2: only the 1-D causal convolution (ndim=1) is translated"),
@@ -222,7 +222,8 @@ def test_prefill_then_decode_equals_one_call(channels_last):
     (lambda: conv_model(state_shape=[2, 4, 3]), "past_state dim 2 is 3, expected 2"),
     (lambda: conv_model(dilation=2**30, past=False),
      "receptive field (k - 1) * dilation = 2 * 1073741824 does not fit int32"),
-    (lambda: conv_model(dilation=2**31, k=1, past=False), "dilation 2147483648 does not fit int32"),
+    (lambda: conv_model(dilation=2**31, k=1, past=False),
+     "dilation 2147483648 does not fit int32"),
     (lambda: conv_model(state_shape=[3, 2, 4, 2], state_window=2),
      "past_state dim 0 is 3, expected 2"),
     (lambda: conv_model(state_shape=[2, 4, 2], state_window=2),

@@ -19,7 +19,7 @@ def rng(seed=0):
     return np.random.default_rng(seed)
 
 
-# --- LinearAttentionGate ---------------------------------------------------------------------
+# --- LinearAttentionGate -------------------------------------------------------------------------
 def gate_model(t=F, shape=(2, 3, 4), with_b=True, beta_out=True, dt_shape=None, dt_type=F,
                b_type=None, decay_type=None):
     h = shape[-1]
@@ -105,7 +105,7 @@ def test_gate_b_shape_mismatch_declined():
     assert declines(m)["gate"] == "b must have a's shape"
 
 
-# --- GatedAdd -----------------------------------------------------------------------------------
+# --- GatedAdd ------------------------------------------------------------------------------------
 def gated_add_model(t=F, x=(2, 3, 8), gate=None, y=None):
     gate = list(gate or (list(x[:-1]) + [1]))
     node = helper.make_node("GatedAdd", ["x", "y", "g"], ["o"], name="gadd",
@@ -150,7 +150,7 @@ def test_gated_add_declines(kwargs, reason):
     assert declines(gated_add_model(**kwargs)).get("gadd", "") == reason
 
 
-# --- GatedRMSNorm -------------------------------------------------------------------------------
+# --- GatedRMSNorm --------------------------------------------------------------------------------
 def rms_model(t=F, x=(2, 3, 16), c=8, gate=None, **attrs):
     node = helper.make_node("GatedRMSNorm", ["x", "s", "g"], ["o"], name="grms",
                             domain="com.microsoft", **attrs)
@@ -225,7 +225,7 @@ def test_rms_scale_rank_declined():
     assert declines(m)["grms"] == "scale must be a vector [C] (has rank 2)"
 
 
-# --- compile classes: shapeless gates, keyed norm -------------------------------------------------
+# --- compile classes: shapeless gates, keyed norm ------------------------------------------------
 def chain_model(with_norm):
     """LinearAttentionGate -> GatedAdd -> GatedAdd (all shapeless), optionally -> GatedRMSNorm."""
     nodes = [helper.make_node("LinearAttentionGate", ["a", "dt", "ds", "b"], ["decay", "beta"],

@@ -53,7 +53,7 @@ def feeds(cache_shape, update_shape, idx=None, dtype=np.float32, seed=0):
     return f
 
 
-# --- accepted forms against ORT's CPU provider --------------------------------------------------
+# --- accepted forms against ORT's CPU provider ---------------------------------------------------
 @pytest.mark.parametrize("mode", ["linear", "circular"])
 @pytest.mark.parametrize("idx", [[0, 0], [3, 1], [6, 5]])
 def test_decode_step_matches_cpu(mode, idx):
@@ -123,7 +123,7 @@ def test_inputs_are_not_modified():
         np.testing.assert_array_equal(f[k], before[k])
 
 
-# --- circular indices beyond what ORT's CPU provider accepts ------------------------------------
+# --- circular indices beyond what ORT's CPU provider accepts -------------------------------------
 @pytest.mark.parametrize("idx", [
     [-1, -6], [I64_MIN, I64_MAX], [I64_MIN + 1, -(6 * 10**17) - 1], [-13, 2**62 + 3],
 ])
@@ -148,7 +148,7 @@ def test_linear_out_of_range_is_an_error_naming_the_node(bad, text):
     np.testing.assert_array_equal(run(s, f)[0], ts_ref(f["cache"], f["update"], f["idx"]))
 
 
-# --- dynamic lengths -------------------------------------------------------------------------------
+# --- dynamic lengths -----------------------------------------------------------------------------
 @pytest.mark.parametrize("mode", ["linear", "circular"])
 def test_dynamic_update_length(mode):
     m = make_model([helper.make_node("TensorScatter", ["cache", "update", "idx"], ["out"],
@@ -162,7 +162,7 @@ def test_dynamic_update_length(mode):
                                       ts_ref(f["cache"], f["update"], idx, -2, mode))
 
 
-# --- constant indices -------------------------------------------------------------------------------
+# --- constant indices ----------------------------------------------------------------------------
 def test_constant_linear_indices_in_range_claimed():
     m = ts_model((2, 8, 3), (2, 2, 3), const_indices=[6, 0])
     f = feeds((2, 8, 3), (2, 2, 3))
@@ -177,7 +177,7 @@ def test_constant_circular_negative_indices():
                                               "circular"))
 
 
-# --- declines -----------------------------------------------------------------------------------------
+# --- declines ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("model, reason", [
     (lambda: ts_model((2, 8, 3), (2, 2, 3), const_indices=[7, 0]),
      "constant write_indices[0] = 7 is out of range: linear mode needs 0 <= index <= 6 "

@@ -10,8 +10,10 @@
 #include <mlx/compile.h>
 #include <mlx/fast.h>
 #include <mlx/mlx.h>
+#include <mlx/primitives.h>
 #include <mlx/version.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdlib>
 #include <cstdio>
@@ -491,6 +493,44 @@ int mx_argsort(mx_ctx *ctx, mx_array *out, mx_array a, int axis) {
   MX_RESULT(mc::argsort(A(a), axis, device_of(ctx)));
 }
 
+/* --- reductions defined over empty axes (reduce family) ---------------------------------- */
+int mx_reduce_empty_ok(mx_ctx *ctx, mx_array *out, mx_reduce_op op, mx_array a, const int *axes,
+                       int naxes, bool keepdims) {
+  MX_GUARD(ctx, out, {
+    const mc::array &x = A(a);
+    std::vector<int> ax = to_vec(axes, naxes);
+    bool empty = false;
+    for (auto &v : ax) {
+      if (v < 0) v += static_cast<int>(x.ndim());
+      if (v < 0 || v >= static_cast<int>(x.ndim())) throw std::invalid_argument("axis out of range");
+      empty = empty || x.shape(v) == 0;
+    }
+    if (!empty || (op != MX_MAX && op != MX_MIN))
+      return mx_reduce(ctx, out, op, a, axes, naxes, keepdims);
+    /* The primitive MLX's max/min would build, without their refusal of empty axes. */
+    std::sort(ax.begin(), ax.end());
+    ax.erase(std::unique(ax.begin(), ax.end()), ax.end());
+    mc::Shape shape = x.shape();
+    for (int v : ax) shape[v] = 1;
+    auto type = op == MX_MAX ? mc::Reduce::Max : mc::Reduce::Min;
+    mc::array y(std::move(shape), x.dtype(),
+                std::make_shared<mc::Reduce>(mc::to_stream(device_of(ctx)), type, ax), {x});
+    if (!keepdims) y = mc::squeeze(y, ax, device_of(ctx));
+    return keep(ctx, out, std::move(y));
+  });
+}
+
+int mx_number_of_elements(mx_ctx *ctx, mx_array *out, mx_array a, const int *axes, int naxes,
+                          mx_dtype dtype) {
+  MX_GUARD(ctx, out, {
+    const mc::array &x = A(a);
+    std::vector<int> ax = to_vec(axes, naxes);
+    if (ax.empty())
+      for (int i = 0; i < static_cast<int>(x.ndim()); i++) ax.push_back(i);
+    return keep(ctx, out, mc::number_of_elements(x, ax, false, to_mlx(dtype), device_of(ctx)));
+  });
+}
+
 /* --- linear algebra and neural-network kernels ------------------------------------------- */
 int mx_matmul(mx_ctx *ctx, mx_array *out, mx_array a, mx_array b) {
   MX_RESULT(mc::matmul(A(a), A(b), device_of(ctx)));
@@ -538,6 +578,38 @@ int mx_expand_dims(mx_ctx *ctx, mx_array *out, mx_array a, const int *axes, int 
 
 int mx_flatten(mx_ctx *ctx, mx_array *out, mx_array a, int start_axis, int end_axis) {
   MX_RESULT(mc::flatten(A(a), start_axis, end_axis, device_of(ctx)));
+}
+
+/* --- gather and scatter over several axes (index family) --------------------------------- */
+int mx_gather(mx_ctx *ctx, mx_array *out, mx_array a, const mx_array *indices, int n,
+              const int *axes, const int *slice_sizes) {
+  MX_GUARD(ctx, out, {
+    std::vector<mc::array> idx;
+    for (int i = 0; i < n; i++) idx.push_back(A(indices[i]));
+    const mc::array &x = A(a);
+    return keep(ctx, out, mc::gather(x, idx, to_vec(axes, n),
+                                     to_shape(slice_sizes, static_cast<int>(x.ndim())),
+                                     device_of(ctx)));
+  });
+}
+
+int mx_scatter(mx_ctx *ctx, mx_array *out, mx_scatter_op op, mx_array a, const mx_array *indices,
+               int n, mx_array updates, const int *axes) {
+  MX_GUARD(ctx, out, {
+    std::vector<mc::array> idx;
+    for (int i = 0; i < n; i++) idx.push_back(A(indices[i]));
+    const mc::array &x = A(a), &u = A(updates);
+    std::vector<int> ax = to_vec(axes, n);
+    auto s = device_of(ctx);
+    switch (op) {
+      case MX_SCATTER_SET: return keep(ctx, out, mc::scatter(x, idx, u, ax, s));
+      case MX_SCATTER_ADD: return keep(ctx, out, mc::scatter_add(x, idx, u, ax, s));
+      case MX_SCATTER_PROD: return keep(ctx, out, mc::scatter_prod(x, idx, u, ax, s));
+      case MX_SCATTER_MAX: return keep(ctx, out, mc::scatter_max(x, idx, u, ax, s));
+      case MX_SCATTER_MIN: return keep(ctx, out, mc::scatter_min(x, idx, u, ax, s));
+    }
+    throw std::invalid_argument("unknown scatter op");
+  });
 }
 
 /* --- compiled functions ------------------------------------------------------------------ */

@@ -130,6 +130,17 @@ int mx_cumprod(mx_ctx *ctx, mx_array *out, mx_array a, int axis, bool reverse, b
 int mx_sort(mx_ctx *ctx, mx_array *out, mx_array a, int axis);
 int mx_argsort(mx_ctx *ctx, mx_array *out, mx_array a, int axis);
 
+/* --- reductions defined over empty axes (reduce family) ----------------------------------- */
+/* Like mx_reduce, but MX_MAX and MX_MIN over an axis of size 0 give the reduction's identity
+ * (max: -inf or the type's lowest value, min: +inf or its highest) instead of an error, in eager
+ * and traced graphs alike (MLX's kernels already do; only its graph-building check refuses). */
+int mx_reduce_empty_ok(mx_ctx *ctx, mx_array *out, mx_reduce_op op, mx_array a, const int *axes,
+                       int naxes, bool keepdims);
+/* The number of elements of a over the given axes (all axes when naxes == 0), as a scalar of
+ * dtype; stays correct under shapeless compile (MLX's NumberOfElements primitive). */
+int mx_number_of_elements(mx_ctx *ctx, mx_array *out, mx_array a, const int *axes, int naxes,
+                          mx_dtype dtype);
+
 /* --- linear algebra and neural-network kernels -------------------------------------------- */
 int mx_matmul(mx_ctx *ctx, mx_array *out, mx_array a, mx_array b);
 int mx_softmax(mx_ctx *ctx, mx_array *out, mx_array a, const int *axes, int naxes);
@@ -146,6 +157,18 @@ int mx_conv(mx_ctx *ctx, mx_array *out, mx_array input, mx_array weight, const i
 int mx_squeeze(mx_ctx *ctx, mx_array *out, mx_array a, const int *axes, int naxes);
 int mx_expand_dims(mx_ctx *ctx, mx_array *out, mx_array a, const int *axes, int naxes);
 int mx_flatten(mx_ctx *ctx, mx_array *out, mx_array a, int start_axis, int end_axis);
+
+/* --- gather and scatter over several axes (index family) ---------------------------------- */
+/* MLX's general gather/scatter: indices[i] (n arrays, broadcast together, integer) index axes[i].
+ * gather's result has the broadcast index shape followed by slice_sizes (a.ndim entries); scatter's
+ * updates have the broadcast index shape followed by a.ndim dims. No bounds checks: callers clamp. */
+typedef enum mx_scatter_op {
+  MX_SCATTER_SET, MX_SCATTER_ADD, MX_SCATTER_PROD, MX_SCATTER_MAX, MX_SCATTER_MIN
+} mx_scatter_op;
+int mx_gather(mx_ctx *ctx, mx_array *out, mx_array a, const mx_array *indices, int n,
+              const int *axes, const int *slice_sizes);
+int mx_scatter(mx_ctx *ctx, mx_array *out, mx_scatter_op op, mx_array a, const mx_array *indices,
+               int n, mx_array updates, const int *axes);
 
 /* --- compiled functions ------------------------------------------------------------------- */
 /* A graph function builds outputs from inputs with bridge calls; it returns MX_OK or an error

@@ -13,7 +13,9 @@ extern const op_row ops_math_rows[];        /* MatMul, Gemm */
 extern const op_row ops_shape_rows[];       /* Reshape, Transpose, Concat, Cast, Shape, ... */
 extern const op_row ops_index_rows[];       /* Slice, Gather */
 extern const op_row ops_reduce_rows[];      /* ReduceSum, ReduceMean, ReduceMax */
-extern const op_row ops_norm_rows[];        /* LayerNormalization */
+extern const op_row ops_norm_rows[];        /* Layer/RMS/Group/Instance/MVN/Lp norms */
+extern const op_row ops_norm_channel_rows[]; /* BatchNormalization, LRN */
+extern const op_row ops_resize_rows[];      /* Resize, Upsample */
 extern const op_row ops_constant_rows[];    /* Constant, ConstantOfShape, Range */
 extern const op_row ops_conv_rows[];        /* Conv, ConvTranspose */
 extern const op_row ops_pool_rows[];        /* MaxPool, AveragePool, LpPool, Global*Pool */

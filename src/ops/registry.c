@@ -15,6 +15,7 @@
 static const op_row *const families[] = {
     ops_elementwise_rows, ops_activation_rows, ops_math_rows,    ops_shape_rows,
     ops_index_rows,       ops_reduce_rows,     ops_norm_rows,    ops_constant_rows,
+    ops_norm_channel_rows, ops_resize_rows,
     ops_conv_rows,        ops_pool_rows,
     ops_ssm_scatter_rows, ops_ssm_conv_rows, ops_ssm_attention_rows, ops_ssm_gates_rows,
     NULL};

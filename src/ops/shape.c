@@ -358,6 +358,536 @@ static int translate_cast(tr_ctx *t, const ir_node *n, const op_row *r) {
   return tr_out(t, 0, y);
 }
 
+/* --- Split ------------------------------------------------------------------------------- */
+/* Where a row takes its split sizes (the row's code). */
+enum { SPLIT_ATTR_NONNEG = 0, SPLIT_ATTR = 1, SPLIT_INPUT = 2, SPLIT_NUM_OUTPUTS = 3 };
+
+static bool claim_split(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
+  const ir_value *x = ir_input(g, n, 0);
+  int64_t axis = ir_attr_int(n, "axis", 0);
+  if (r->code == SPLIT_ATTR_NONNEG && axis < 0)
+    return op_decline(why, "axis %lld is negative; opset %d defines only non-negative axes "
+                           "(negative axes need opset 11)",
+                      (long long)axis, n->since_version);
+  if (x->rank >= 0 && (axis < -x->rank || axis >= (x->rank ? x->rank : 1)))
+    return op_decline(why, "axis %lld is out of range for rank %d", (long long)axis, x->rank);
+  const ir_attr *split = ir_find_attr(n, "split");
+  if (r->code < SPLIT_INPUT && split && split->type == IR_ATTR_INTS &&
+      split->count != (size_t)n->n_outputs)
+    return op_decline(why, "split has %zu entries for %d outputs", split->count, n->n_outputs);
+  if (r->code == SPLIT_NUM_OUTPUTS) {
+    const ir_attr *num = ir_find_attr(n, "num_outputs");
+    if (num && ir_has_input(n, 1))
+      return op_decline(why, "both the split input and num_outputs are given; ONNX allows one");
+    if (num && num->i != n->n_outputs)
+      return op_decline(why, "num_outputs is %lld but the node has %d outputs", (long long)num->i,
+                        n->n_outputs);
+  }
+  return true;
+}
+
+/* Sizes from the split attribute or input (non-negative, summing to the axis), the ceil-sized
+ * chunks of num_outputs (opset 18: the last one smaller), or equal parts that must divide. */
+static int split_sizes(tr_ctx *t, const ir_node *n, const op_row *r, int64_t dim, int64_t *sizes) {
+  int k = n->n_outputs;
+  size_t count = 0;
+  const ir_attr *a = ir_find_attr(n, "split");
+  bool given = false;
+  if (r->code < SPLIT_INPUT && a && a->type == IR_ATTR_INTS) {
+    if (a->count != (size_t)k)
+      return tr_fail(t, "split has %zu entries for %d outputs", a->count, k);
+    for (int i = 0; i < k; i++) sizes[i] = a->ints[i];
+    given = true;
+  } else if (r->code >= SPLIT_INPUT && ir_has_input(n, 1)) {
+    TR_TRY(tr_host_ints(t, 1, sizes, (size_t)k, &count));
+    if (count != (size_t)k) return tr_fail(t, "split has %zu entries for %d outputs", count, k);
+    given = true;
+  }
+  if (given) {
+    int64_t sum = 0;
+    for (int i = 0; i < k; i++) {
+      if (sizes[i] < 0) return tr_fail(t, "split[%d] is %lld; sizes must be >= 0", i,
+                                       (long long)sizes[i]);
+      sum += sizes[i];
+    }
+    if (sum != dim)
+      return tr_fail(t, "split sizes sum to %lld but the axis has %lld elements", (long long)sum,
+                     (long long)dim);
+    return MX_OK;
+  }
+  if (r->code == SPLIT_NUM_OUTPUTS && ir_find_attr(n, "num_outputs")) {
+    int64_t chunk = (dim + k - 1) / k, last = dim - chunk * (k - 1);
+    if (k > dim || last < 0)
+      return tr_fail(t, "num_outputs %d cannot split an axis of %lld elements into chunks of "
+                        "%lld",
+                     k, (long long)dim, (long long)chunk);
+    for (int i = 0; i < k; i++) sizes[i] = i < k - 1 ? chunk : last;
+    return MX_OK;
+  }
+  if (dim % k != 0)
+    return tr_fail(t, "an axis of %lld elements does not split evenly into %d outputs",
+                   (long long)dim, k);
+  for (int i = 0; i < k; i++) sizes[i] = dim / k;
+  return MX_OK;
+}
+
+static int translate_split(tr_ctx *t, const ir_node *n, const op_row *r) {
+  mx_array x = tr_in(t, 0), y;
+  int rank = mx_ndim(x), axis, k = n->n_outputs;
+  TR_TRY(tr_axis(t, ir_attr_int(n, "axis", 0), rank, &axis));
+  int64_t *sizes = calloc((size_t)k + 1, sizeof *sizes);
+  if (!sizes) return tr_fail(t, "out of memory");
+  int rc = split_sizes(t, n, r, mx_dim(x, axis), sizes);
+  int start[MX_MAX_RANK], stop[MX_MAX_RANK], stride[MX_MAX_RANK];
+  for (int i = 0; i < rank; i++) {
+    start[i] = 0;
+    stop[i] = mx_dim(x, i);
+    stride[i] = 1;
+  }
+  for (int i = 0, at = 0; rc == MX_OK && i < k; at += (int)sizes[i++]) {
+    start[axis] = at;
+    stop[axis] = at + (int)sizes[i];
+    rc = mx_slice(t->mx, &y, x, start, stop, stride, rank);
+    if (rc == MX_OK) rc = tr_out(t, i, y);
+  }
+  free(sizes);
+  return rc;
+}
+
+/* --- Tile -------------------------------------------------------------------------------- */
+static bool claim_tile(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
+  (void)r;
+  return rank_fits(ir_output(g, n, 0), "the output", why) &&
+         ints_fit(g, n, 1, MX_MAX_RANK, "the repeats input", why);
+}
+
+static int translate_tile(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)n, (void)r;
+  mx_array x = tr_in(t, 0), y;
+  int64_t reps[MX_MAX_RANK];
+  size_t count;
+  TR_TRY(tr_host_ints(t, 1, reps, MX_MAX_RANK, &count));
+  int rank = mx_ndim(x), rep[MX_MAX_RANK];
+  if ((int)count != rank)
+    return tr_fail(t, "repeats has %zu entries for an input of rank %d", count, rank);
+  for (int i = 0; i < rank; i++) {
+    if (reps[i] < 0)
+      return tr_fail(t, "repeats[%d] is %lld; repeats must be >= 0", i, (long long)reps[i]);
+    int64_t total;
+    if (__builtin_mul_overflow(reps[i], (int64_t)mx_dim(x, i), &total) || total > INT32_MAX)
+      return tr_fail(t, "tiling axis %d gives more elements than MLX shapes hold", i);
+    rep[i] = (int)reps[i];
+  }
+  if (rank == 0) return tr_out(t, 0, x);
+  TR_TRY(mx_tile(t->mx, &y, x, rep, rank));
+  return tr_out(t, 0, y);
+}
+
+/* --- Pad and CenterCropPad --------------------------------------------------------------- */
+/* Where a row takes pads and which modes it knows (the row's code). */
+enum { PAD_ATTRS = 0, PAD_INPUTS = 1, PAD_AXES = 2, PAD_WRAP = 3 };
+enum { MODE_CONSTANT, MODE_REFLECT, MODE_EDGE, MODE_WRAP, MODE_UNKNOWN };
+
+static int pad_mode(const ir_node *n) {
+  const char *m = ir_attr_string(n, "mode", "constant");
+  return strcmp(m, "constant") == 0 ? MODE_CONSTANT
+         : strcmp(m, "reflect") == 0 ? MODE_REFLECT
+         : strcmp(m, "edge") == 0    ? MODE_EDGE
+         : strcmp(m, "wrap") == 0    ? MODE_WRAP
+                                     : MODE_UNKNOWN;
+}
+
+static bool claim_pad(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
+  const ir_value *x = ir_input(g, n, 0);
+  int mode = pad_mode(n);
+  if (mode == MODE_UNKNOWN || (mode == MODE_WRAP && r->code != PAD_WRAP))
+    return op_decline(why, "mode '%s' is not defined at opset %d (constant, reflect, edge; wrap "
+                           "from opset 19)",
+                      ir_attr_string(n, "mode", "constant"), n->since_version);
+  if (r->code == PAD_ATTRS) {
+    const ir_attr *p = ir_find_attr(n, "pads");
+    if (!p || p->type != IR_ATTR_INTS) return op_decline(why, "the pads attribute is required");
+    if (x->rank >= 0 && p->count != 2 * (size_t)x->rank)
+      return op_decline(why, "pads has %zu entries for an input of rank %d", p->count, x->rank);
+    return rank_fits(x, "the input", why);
+  }
+  return rank_fits(x, "the input", why) &&
+         ints_fit(g, n, 1, 2 * MX_MAX_RANK, "the pads input", why) &&
+         ints_fit(g, n, 3, MX_MAX_RANK, "the axes input", why);
+}
+
+/* Takes `index` (host-computed source positions) along axis: edge, reflect and wrap padding. */
+static int take_positions(tr_ctx *t, mx_array x, int axis, int lo, int out_dim, int mode,
+                          mx_array *y) {
+  int dim = mx_dim(x, axis);
+  int32_t *pos = malloc(sizeof(int32_t) * ((size_t)out_dim + 1));
+  if (!pos) return tr_fail(t, "out of memory");
+  for (int j = 0; j < out_dim; j++) {
+    int64_t p = (int64_t)j - lo;
+    if (mode == MODE_EDGE) p = p < 0 ? 0 : p >= dim ? dim - 1 : p;
+    else if (mode == MODE_REFLECT) p = p < 0 ? -p : p >= dim ? 2 * (int64_t)(dim - 1) - p : p;
+    else p = ((p % dim) + dim) % dim;
+    pos[j] = (int32_t)p;
+  }
+  mx_array idx;
+  int rc = mx_from_data(t->mx, &idx, pos, &out_dim, 1, MX_INT32);
+  free(pos);
+  TR_TRY(rc);
+  return mx_take(t->mx, y, x, idx, axis);
+}
+
+/* Negative pads crop first; then constant pads with the value, and edge/reflect/wrap take
+ * host-computed source positions over the cropped axis (as ONNX Runtime does). */
+static int apply_pads(tr_ctx *t, mx_array x, const int64_t *lo, const int64_t *hi, int mode,
+                      mx_array value, mx_array *out) {
+  int rank = mx_ndim(x), start[MX_MAX_RANK], stop[MX_MAX_RANK], stride[MX_MAX_RANK];
+  int plo[MX_MAX_RANK], phi[MX_MAX_RANK];
+  bool crop = false, pad = false;
+  for (int i = 0; i < rank; i++) {
+    int64_t dim = mx_dim(x, i), s = lo[i] < 0 ? -lo[i] : 0, e = dim - (hi[i] < 0 ? -hi[i] : 0);
+    if (e < s)
+      return tr_fail(t, "pads crop %lld elements from axis %d, which has %lld",
+                     (long long)(s + dim - e), i, (long long)dim);
+    int64_t out_dim = (e - s) + (lo[i] > 0 ? lo[i] : 0) + (hi[i] > 0 ? hi[i] : 0);
+    if (out_dim > INT32_MAX) return tr_fail(t, "padding axis %d exceeds MLX's shape range", i);
+    start[i] = (int)s;
+    stop[i] = (int)e;
+    stride[i] = 1;
+    plo[i] = lo[i] > 0 ? (int)lo[i] : 0;
+    phi[i] = hi[i] > 0 ? (int)hi[i] : 0;
+    crop = crop || s > 0 || e < dim;
+    pad = pad || plo[i] || phi[i];
+  }
+  if (crop) TR_TRY(mx_slice(t->mx, &x, x, start, stop, stride, rank));
+  if (pad && mode == MODE_CONSTANT) {
+    TR_TRY(mx_pad(t->mx, &x, x, plo, phi, rank, value));
+  } else if (pad) {
+    for (int i = 0; i < rank; i++) {
+      if (!plo[i] && !phi[i]) continue;
+      int dim = mx_dim(x, i);
+      if (dim == 0)
+        return tr_fail(t, "%s mode cannot pad axis %d: it is empty",
+                       mode == MODE_EDGE ? "edge" : mode == MODE_REFLECT ? "reflect" : "wrap", i);
+      if (mode == MODE_REFLECT && (plo[i] > dim - 1 || phi[i] > dim - 1))
+        return tr_fail(t, "reflect pads of axis %d are %d and %d; an axis of %d allows at most %d",
+                       i, plo[i], phi[i], dim, dim - 1);
+      TR_TRY(take_positions(t, x, i, plo[i], plo[i] + dim + phi[i], mode, &x));
+    }
+  }
+  *out = x;
+  return MX_OK;
+}
+
+static int translate_pad(tr_ctx *t, const ir_node *n, const op_row *r) {
+  mx_array x = tr_in(t, 0), value, y;
+  int rank = mx_ndim(x), mode = pad_mode(n);
+  int64_t pads[2 * MX_MAX_RANK], axes[MX_MAX_RANK], lo[MX_MAX_RANK] = {0}, hi[MX_MAX_RANK] = {0};
+  size_t count = 0, naxes = (size_t)rank;
+  mx_dtype dt = mx_dtype_of(x);
+  if (mode == MODE_UNKNOWN) return tr_fail(t, "unknown pad mode");
+  if (r->code == PAD_ATTRS) {
+    const ir_attr *a = ir_find_attr(n, "pads");
+    if (!a || a->type != IR_ATTR_INTS || a->count > 2 * MX_MAX_RANK)
+      return tr_fail(t, "the pads attribute is missing or too long");
+    for (size_t k = 0; k < a->count; k++) pads[k] = a->ints[k];
+    count = a->count;
+    TR_TRY(mx_scalar(t->mx, &value, ir_attr_float(n, "value", 0.0f), dt));
+  } else {
+    TR_TRY(tr_host_ints(t, 1, pads, 2 * MX_MAX_RANK, &count));
+    mx_array c = tr_in(t, 2);
+    if (c && mx_size(c) != 1)
+      return tr_fail(t, "constant_value must hold one value, not %zu", mx_size(c));
+    if (c) TR_TRY(mx_reshape(t->mx, &value, c, NULL, 0));
+    else TR_TRY(mx_scalar(t->mx, &value, 0, dt));
+    if (mx_dtype_of(value) != dt) TR_TRY(mx_astype(t->mx, &value, value, dt));
+  }
+  if (r->code >= PAD_AXES && tr_in(t, 3)) {
+    TR_TRY(tr_host_ints(t, 3, axes, MX_MAX_RANK, &naxes));
+  } else {
+    for (int i = 0; i < rank; i++) axes[i] = i;
+  }
+  if (count != 2 * naxes)
+    return tr_fail(t, "pads has %zu entries for %zu axes (2 per axis)", count, naxes);
+  bool seen[MX_MAX_RANK] = {0};
+  for (size_t k = 0; k < naxes; k++) {
+    int ax;
+    TR_TRY(tr_axis(t, axes[k], rank, &ax));
+    if (seen[ax]) return tr_fail(t, "axis %d appears twice in axes", ax);
+    seen[ax] = true;
+    lo[ax] = pads[k];
+    hi[ax] = pads[k + naxes];
+  }
+  TR_TRY(apply_pads(t, x, lo, hi, mode, value, &y));
+  return tr_out(t, 0, y);
+}
+
+static bool claim_center_crop_pad(const ir_graph *g, const ir_node *n, const op_row *r,
+                                  op_why why) {
+  (void)r;
+  const ir_attr *a = ir_find_attr(n, "axes");
+  if (a && a->type == IR_ATTR_INTS && a->count > MX_MAX_RANK)
+    return op_decline(why, "axes has %zu entries; at most %d are supported", a->count,
+                      MX_MAX_RANK);
+  return rank_fits(ir_input(g, n, 0), "the input", why) &&
+         ints_fit(g, n, 1, MX_MAX_RANK, "the shape input", why);
+}
+
+/* Each named axis is cropped or zero-padded to the target, centred: a crop starts at
+ * (dim - target) / 2, a pad puts (target - dim) / 2 in front (both floored). */
+static int translate_center_crop_pad(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)r;
+  mx_array x = tr_in(t, 0), value, y;
+  int rank = mx_ndim(x);
+  int64_t shape[MX_MAX_RANK], lo[MX_MAX_RANK] = {0}, hi[MX_MAX_RANK] = {0};
+  size_t count;
+  TR_TRY(tr_host_ints(t, 1, shape, MX_MAX_RANK, &count));
+  const ir_attr *a = ir_find_attr(n, "axes");
+  bool has_axes = a && a->type == IR_ATTR_INTS;
+  size_t naxes = has_axes ? a->count : (size_t)rank;
+  if (count != naxes)
+    return tr_fail(t, "shape has %zu entries for %zu axes", count, naxes);
+  bool seen[MX_MAX_RANK] = {0};
+  for (size_t k = 0; k < naxes; k++) {
+    int ax;
+    TR_TRY(tr_axis(t, has_axes ? a->ints[k] : (int64_t)k, rank, &ax));
+    if (seen[ax]) return tr_fail(t, "axis %d appears twice in axes", ax);
+    seen[ax] = true;
+    int64_t dim = mx_dim(x, ax), want = shape[k];
+    if (want < 0) return tr_fail(t, "shape[%zu] is %lld; sizes must be >= 0", k, (long long)want);
+    int64_t diff = want - dim, front = (diff < 0 ? -diff : diff) / 2;
+    lo[ax] = diff < 0 ? -front : front;
+    hi[ax] = diff - lo[ax];
+  }
+  TR_TRY(mx_scalar(t->mx, &value, 0, mx_dtype_of(x)));
+  TR_TRY(apply_pads(t, x, lo, hi, MODE_CONSTANT, value, &y));
+  return tr_out(t, 0, y);
+}
+
+/* --- DepthToSpace and SpaceToDepth ------------------------------------------------------- */
+/* DepthToSpace's layout (the row's code says whether the mode attribute exists). */
+enum { D2S_DCR_ONLY = 0, D2S_MODES = 1 };
+
+static bool claim_blocks(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
+  const ir_value *x = ir_input(g, n, 0);
+  const ir_attr *b = ir_find_attr(n, "blocksize");
+  if (!b || b->type != IR_ATTR_INT || b->i <= 0)
+    return op_decline(why, "blocksize is required and must be positive");
+  if (x->rank >= 0 && x->rank != 4)
+    return op_decline(why, "the input has rank %d; %s takes (N, C, H, W)", x->rank, n->op_type);
+  const char *mode = ir_attr_string(n, "mode", "DCR");
+  if (r->code == D2S_MODES && strcmp(mode, "DCR") != 0 && strcmp(mode, "CRD") != 0)
+    return op_decline(why, "mode '%s' is neither DCR nor CRD", mode);
+  return true;
+}
+
+static int blocks_shape(tr_ctx *t, mx_array x, int64_t b, int *dims) {
+  if (mx_ndim(x) != 4) return tr_fail(t, "the input has rank %d, not 4", mx_ndim(x));
+  if (b <= 0 || b > INT32_MAX / 2) return tr_fail(t, "blocksize %lld is invalid", (long long)b);
+  for (int i = 0; i < 4; i++) dims[i] = mx_dim(x, i);
+  return MX_OK;
+}
+
+/* DCR reads channels as (b, b, C'); CRD as (C', b, b). */
+static int translate_depth_to_space(tr_ctx *t, const ir_node *n, const op_row *r) {
+  mx_array x = tr_in(t, 0), y;
+  int64_t b64 = ir_attr_int(n, "blocksize", 0);
+  int d[4];
+  TR_TRY(blocks_shape(t, x, b64, d));
+  int b = (int)b64;
+  if (d[1] % (b * b) != 0)
+    return tr_fail(t, "%d channels do not divide by blocksize^2 = %d", d[1], b * b);
+  bool crd = r->code == D2S_MODES && strcmp(ir_attr_string(n, "mode", "DCR"), "CRD") == 0;
+  int c = d[1] / (b * b);
+  int dcr_shape[6] = {d[0], b, b, c, d[2], d[3]}, dcr_perm[6] = {0, 3, 4, 1, 5, 2};
+  int crd_shape[6] = {d[0], c, b, b, d[2], d[3]}, crd_perm[6] = {0, 1, 4, 2, 5, 3};
+  int out[4] = {d[0], c, d[2] * b, d[3] * b};
+  TR_TRY(mx_reshape(t->mx, &y, x, crd ? crd_shape : dcr_shape, 6));
+  TR_TRY(mx_transpose(t->mx, &y, y, crd ? crd_perm : dcr_perm, 6));
+  TR_TRY(mx_reshape(t->mx, &y, y, out, 4));
+  return tr_out(t, 0, y);
+}
+
+static int translate_space_to_depth(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)r;
+  mx_array x = tr_in(t, 0), y;
+  int64_t b64 = ir_attr_int(n, "blocksize", 0);
+  int d[4];
+  TR_TRY(blocks_shape(t, x, b64, d));
+  int b = (int)b64;
+  if (d[2] % b != 0 || d[3] % b != 0)
+    return tr_fail(t, "spatial dims %d x %d do not divide by blocksize %d", d[2], d[3], b);
+  int shape[6] = {d[0], d[1], d[2] / b, b, d[3] / b, b}, perm[6] = {0, 3, 5, 1, 2, 4};
+  int out[4] = {d[0], d[1] * b * b, d[2] / b, d[3] / b};
+  TR_TRY(mx_reshape(t->mx, &y, x, shape, 6));
+  TR_TRY(mx_transpose(t->mx, &y, y, perm, 6));
+  TR_TRY(mx_reshape(t->mx, &y, y, out, 4));
+  return tr_out(t, 0, y);
+}
+
+/* --- Size, Dropout ----------------------------------------------------------------------- */
+static int translate_size(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)n, (void)r;
+  mx_array y;
+  int64_t size = (int64_t)mx_size(tr_in(t, 0));
+  TR_TRY(mx_from_data(t->mx, &y, &size, NULL, 0, MX_INT64));
+  return tr_out(t, 0, y);
+}
+
+/* What Dropout's optional mask holds in inference (the row's code). */
+enum { DROPOUT_MASK_ZERO = 0, DROPOUT_MASK_TRUE = 1 };
+
+/* From opset 12 training_mode is an input: absent or a constant false means inference. */
+static bool claim_dropout(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
+  if (r->code != DROPOUT_MASK_TRUE || !ir_has_input(n, 2)) return true;
+  const ir_value *m = ir_input(g, n, 2);
+  if (!m->is_constant || m->const_bytes != 1)
+    return op_decline(why, "training_mode is not a constant; only inference (training_mode "
+                           "absent or a constant false) is translated");
+  if (*(const uint8_t *)m->const_data)
+    return op_decline(why, "training_mode is true: random dropout (training) is not "
+                           "translated");
+  return true;
+}
+
+/* The output is the input. The mask is all true from opset 12 (as ONNX specifies) and all zero
+ * for opsets 7..11 (what ONNX Runtime's kernel writes there); it is built from elementwise ops
+ * on the input so the row stays shapeless. */
+static int translate_dropout(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)n;
+  mx_array x = tr_in(t, 0), b, nb, mask;
+  TR_TRY(tr_out(t, 0, x));
+  if (!tr_has_out(t, 1)) return MX_OK;
+  TR_TRY(mx_astype(t->mx, &b, x, MX_BOOL));
+  TR_TRY(mx_unary(t->mx, &nb, MX_LOGICAL_NOT, b));
+  TR_TRY(mx_binary(t->mx, &mask, r->code == DROPOUT_MASK_TRUE ? MX_LOGICAL_OR : MX_LOGICAL_AND,
+                   b, nb));
+  mx_dtype want = tr_out_dtype(t, 1);
+  if (want != MX_BOOL) TR_TRY(mx_astype(t->mx, &mask, mask, want));
+  return tr_out(t, 1, mask);
+}
+
+/* --- Trilu, EyeLike ---------------------------------------------------------------------- */
+/* (col - row) for an m x n matrix as int64, the diagonal offset both ops compare with k. */
+static int diagonal_offsets(tr_ctx *t, int m, int n, mx_array *out) {
+  mx_array rows, cols;
+  int rs[2] = {m, 1}, cs[2] = {1, n};
+  TR_TRY(mx_arange(t->mx, &rows, 0, m, 1, MX_INT64));
+  TR_TRY(mx_arange(t->mx, &cols, 0, n, 1, MX_INT64));
+  TR_TRY(mx_reshape(t->mx, &rows, rows, rs, 2));
+  TR_TRY(mx_reshape(t->mx, &cols, cols, cs, 2));
+  return mx_binary(t->mx, out, MX_SUBTRACT, cols, rows);
+}
+
+static bool claim_trilu(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
+  (void)r;
+  const ir_value *x = ir_input(g, n, 0), *k = ir_input(g, n, 1);
+  if (x->rank >= 0 && x->rank < 2)
+    return op_decline(why, "the input has rank %d; Trilu needs rank >= 2", x->rank);
+  if (k && k->elem_type != IR_INT64) return op_decline(why, "k must be an int64 scalar");
+  return true;
+}
+
+/* Keeps elements with col - row >= k (upper) or <= k (lower); k stays on the device. */
+static int translate_trilu(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)r;
+  mx_array x = tr_in(t, 0), kin = tr_in(t, 1), diff, k, keep, zero, y;
+  if (mx_ndim(x) < 2) return tr_fail(t, "the input has rank %d; Trilu needs rank >= 2",
+                                     mx_ndim(x));
+  TR_TRY(diagonal_offsets(t, mx_dim(x, -2), mx_dim(x, -1), &diff));
+  if (kin) {
+    if (mx_size(kin) != 1) return tr_fail(t, "k must hold one value, not %zu", mx_size(kin));
+    TR_TRY(mx_reshape(t->mx, &k, kin, NULL, 0));
+    TR_TRY(mx_astype(t->mx, &k, k, MX_INT64));
+  } else {
+    TR_TRY(mx_scalar_int(t->mx, &k, 0, MX_INT64));
+  }
+  bool upper = ir_attr_int(n, "upper", 1) != 0;
+  TR_TRY(mx_binary(t->mx, &keep, upper ? MX_GREATER_EQUAL : MX_LESS_EQUAL, diff, k));
+  TR_TRY(mx_scalar(t->mx, &zero, 0, mx_dtype_of(x)));
+  TR_TRY(mx_where(t->mx, &y, keep, x, zero));
+  return tr_out(t, 0, y);
+}
+
+static bool claim_eye_like(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
+  (void)r;
+  const ir_value *x = ir_input(g, n, 0);
+  const ir_attr *dt = ir_find_attr(n, "dtype");
+  if (x->rank >= 0 && x->rank != 2)
+    return op_decline(why, "the input has rank %d; EyeLike takes a 2-D tensor", x->rank);
+  if (dt && ir_to_mx_dtype((int)dt->i) < 0)
+    return op_decline(why, "dtype %s: MLX has no such dtype", ir_elem_name((int)dt->i));
+  return true;
+}
+
+/* Ones on the k-th diagonal of the input's 2-D shape, in dtype (default: the input's). */
+static int translate_eye_like(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)r;
+  mx_array x = tr_in(t, 0), diff, k, eq, y;
+  if (mx_ndim(x) != 2) return tr_fail(t, "the input has rank %d, not 2", mx_ndim(x));
+  int m = mx_dim(x, 0), c = mx_dim(x, 1);
+  int64_t kv = ir_attr_int(n, "k", 0), bound = (int64_t)m + c + 1;
+  kv = kv > bound ? bound : kv < -bound ? -bound : kv;
+  TR_TRY(diagonal_offsets(t, m, c, &diff));
+  TR_TRY(mx_scalar_int(t->mx, &k, kv, MX_INT64));
+  TR_TRY(mx_binary(t->mx, &eq, MX_EQUAL, diff, k));
+  const ir_attr *dt = ir_find_attr(n, "dtype");
+  int want = dt ? ir_to_mx_dtype((int)dt->i) : (int)mx_dtype_of(x);
+  if (want < 0) return tr_fail(t, "dtype is not one MLX holds");
+  TR_TRY(mx_astype(t->mx, &y, eq, (mx_dtype)want));
+  return tr_out(t, 0, y);
+}
+
+/* --- ReverseSequence --------------------------------------------------------------------- */
+static bool claim_reverse_sequence(const ir_graph *g, const ir_node *n, const op_row *r,
+                                   op_why why) {
+  (void)r;
+  const ir_value *x = ir_input(g, n, 0), *lens = ir_input(g, n, 1);
+  int64_t b = ir_attr_int(n, "batch_axis", 1), tm = ir_attr_int(n, "time_axis", 0);
+  if ((b != 0 && b != 1) || (tm != 0 && tm != 1) || b == tm)
+    return op_decline(why, "batch_axis %lld and time_axis %lld must be 0 and 1 in some order",
+                      (long long)b, (long long)tm);
+  if (x->rank >= 0 && x->rank < 2)
+    return op_decline(why, "the input has rank %d; ReverseSequence needs rank >= 2", x->rank);
+  if (lens->elem_type != IR_INT64) return op_decline(why, "sequence_lens must be int64");
+  return true;
+}
+
+/* Along the time axis, position p of batch b reads len[b]-1-p while p < len[b], else p: one
+ * take_along_axis with device-computed positions. Lengths outside [0, time] fail the run. */
+static int translate_reverse_sequence(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)r;
+  mx_array x = tr_in(t, 0), lens = tr_in(t, 1), steps, zero, top, ok, lo_ok, hi_ok, one, rev;
+  mx_array before, idx, y;
+  int rank = mx_ndim(x), b = (int)ir_attr_int(n, "batch_axis", 1);
+  int tm = (int)ir_attr_int(n, "time_axis", 0);
+  if (rank < 2) return tr_fail(t, "the input has rank %d; ReverseSequence needs rank >= 2", rank);
+  int steps_n = mx_dim(x, tm), batch = mx_dim(x, b);
+  if (mx_ndim(lens) != 1 || mx_dim(lens, 0) != batch)
+    return tr_fail(t, "sequence_lens must have shape (%d), one length per batch entry", batch);
+  TR_TRY(mx_scalar_int(t->mx, &zero, 0, MX_INT64));
+  TR_TRY(mx_scalar_int(t->mx, &top, steps_n, MX_INT64));
+  TR_TRY(mx_scalar_int(t->mx, &one, 1, MX_INT64));
+  TR_TRY(mx_binary(t->mx, &lo_ok, MX_GREATER_EQUAL, lens, zero));
+  TR_TRY(mx_binary(t->mx, &hi_ok, MX_LESS_EQUAL, lens, top));
+  TR_TRY(mx_binary(t->mx, &ok, MX_LOGICAL_AND, lo_ok, hi_ok));
+  TR_TRY(tr_check_that(t, ok, "sequence_lens must lie in [0, %d]", steps_n));
+  TR_TRY(mx_clip(t->mx, &lens, lens, zero, top));
+  int ls[MX_MAX_RANK], ss[MX_MAX_RANK];
+  for (int i = 0; i < rank; i++) ls[i] = ss[i] = 1;
+  ls[b] = batch;
+  ss[tm] = steps_n;
+  TR_TRY(mx_arange(t->mx, &steps, 0, steps_n, 1, MX_INT64));
+  TR_TRY(mx_reshape(t->mx, &steps, steps, ss, rank));
+  TR_TRY(mx_reshape(t->mx, &lens, lens, ls, rank));
+  TR_TRY(mx_binary(t->mx, &rev, MX_SUBTRACT, lens, one));
+  TR_TRY(mx_binary(t->mx, &rev, MX_SUBTRACT, rev, steps));
+  TR_TRY(mx_binary(t->mx, &before, MX_LESS, steps, lens));
+  TR_TRY(mx_where(t->mx, &idx, before, rev, steps));
+  TR_TRY(mx_broadcast_to(t->mx, &idx, idx, mx_shape(x), rank));
+  TR_TRY(mx_take_along_axis(t->mx, &y, x, idx, tm));
+  return tr_out(t, 0, y);
+}
+
 #define HOST_READ_NOTE(what) \
   what " is read on the host: free when constant; a computed " what " makes the group eager " \
        "for that read"
@@ -399,5 +929,47 @@ const op_row ops_shape_rows[] = {
     {"", "Cast", 6, 25, claim_cast, translate_cast, OP_SHAPELESS, 0, 0,
      "float->int truncates toward zero, float->bool is nonzero; float8/int4/string/float64 "
      "declined; saturate and round_mode (float8 only) ignored"},
+    {"", "Split", 2, 10, claim_split, translate_split, OP_SHAPE_KEYED, 0, SPLIT_ATTR_NONNEG,
+     "split attribute or equal parts; negative axis declined (opset 11+)"},
+    {"", "Split", 11, 12, claim_split, translate_split, OP_SHAPE_KEYED, 0, SPLIT_ATTR,
+     "split attribute or equal parts that must divide the axis"},
+    {"", "Split", 13, 17, claim_split, translate_split, OP_SHAPE_KEYED, 0, SPLIT_INPUT,
+     "equal parts must divide the axis; " HOST_READ_NOTE("the split input")},
+    {"", "Split", 18, 25, claim_split, translate_split, OP_SHAPE_KEYED, 0, SPLIT_NUM_OUTPUTS,
+     "num_outputs gives ceil-sized chunks, the last one smaller; " HOST_READ_NOTE("the split input")},
+    {"", "Tile", 6, 25, claim_tile, translate_tile, OP_SHAPE_KEYED, 0, 0,
+     HOST_READ_NOTE("the repeats input")},
+    {"", "Pad", 2, 10, claim_pad, translate_pad, OP_SHAPE_KEYED, OP_FLOATS, PAD_ATTRS,
+     "pads/value attributes; modes constant, reflect, edge; negative pads crop"},
+    {"", "Pad", 11, 17, claim_pad, translate_pad, OP_SHAPE_KEYED, 0, PAD_INPUTS,
+     "modes constant, reflect, edge; negative pads crop; " HOST_READ_NOTE("the pads input")},
+    {"", "Pad", 18, 18, claim_pad, translate_pad, OP_SHAPE_KEYED, 0, PAD_AXES,
+     "axes input; modes constant, reflect, edge; negative pads crop; pads and axes are read on "
+     "the host"},
+    {"", "Pad", 19, 25, claim_pad, translate_pad, OP_SHAPE_KEYED, 0, PAD_WRAP,
+     "modes constant, reflect, edge, wrap; negative pads crop first; pads and axes are read on "
+     "the host"},
+    {"", "CenterCropPad", 18, 25, claim_center_crop_pad, translate_center_crop_pad,
+     OP_SHAPE_KEYED, 0, 0, "centred crop or zero pad per axis; " HOST_READ_NOTE("the shape input")},
+    {"", "DepthToSpace", 1, 10, claim_blocks, translate_depth_to_space, OP_SHAPE_KEYED, 0,
+     D2S_DCR_ONLY, "4-D input, DCR layout"},
+    {"", "DepthToSpace", 11, 25, claim_blocks, translate_depth_to_space, OP_SHAPE_KEYED, 0,
+     D2S_MODES, "4-D input; modes DCR and CRD"},
+    {"", "SpaceToDepth", 1, 25, claim_blocks, translate_space_to_depth, OP_SHAPE_KEYED, 0, 0,
+     "4-D input"},
+    {"", "Size", 1, 25, NULL, translate_size, OP_SHAPE_KEYED, 0, 0,
+     "int64 element count of the concrete input"},
+    {"", "Dropout", 7, 11, NULL, translate_dropout, OP_SHAPELESS, OP_FLOATS, DROPOUT_MASK_ZERO,
+     "inference: identity; the optional mask is all zero, as ONNX Runtime writes it"},
+    {"", "Dropout", 12, 25, claim_dropout, translate_dropout, OP_SHAPELESS, OP_FLOATS,
+     DROPOUT_MASK_TRUE,
+     "inference: identity, optional mask all true; training_mode must be absent or a constant "
+     "false (training declined); ratio ignored"},
+    {"", "Trilu", 14, 25, claim_trilu, translate_trilu, OP_SHAPE_KEYED, 0, 0,
+     "k stays on the device (no host read)"},
+    {"", "EyeLike", 9, 25, claim_eye_like, translate_eye_like, OP_SHAPE_KEYED, 0, 0,
+     "2-D input; dtype attribute or the input's type"},
+    {"", "ReverseSequence", 10, 25, claim_reverse_sequence, translate_reverse_sequence,
+     OP_SHAPE_KEYED, 0, 0, "a length outside [0, time steps] fails the run, naming the node"},
     OP_ROWS_END,
 };

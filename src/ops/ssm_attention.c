@@ -61,7 +61,8 @@ static bool la_aux_ok(const ir_value *v, const ir_value *q, const char *what, in
 
 static bool la_state_ok(const ir_value *s, const int64_t *want, int rank, const char *what,
                         op_why why) {
-  if (s->rank != rank) return op_decline(why, "%s must have rank %d (has %d)", what, rank, s->rank);
+  if (s->rank != rank)
+    return op_decline(why, "%s must have rank %d (has %d)", what, rank, s->rank);
   for (int i = 0; i < rank; i++)
     if (!la_dim_ok(s, i, want[i]))
       return op_decline(why, "%s dim %d is %lld, expected %lld", what, i, (long long)s->dims[i],
@@ -69,117 +70,7 @@ static bool la_state_ok(const ir_value *s, const int64_t *want, int rank, const 
   return true;
 }
 
-static bool claim_la(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
-  (void)r;
-  if (n->n_inputs < 3 || n->n_inputs > 6 || n->n_outputs != 2 || !ir_output(g, n, 0) ||
-      !ir_output(g, n, 1))
-    return op_decline(why, "LinearAttention takes 3-6 inputs and exactly 2 outputs (output and "
-                           "present_state)");
-  bool contrib = la_contrib(n);
-  int64_t window = ir_attr_int(n, "state_window", 0);
-  if (!contrib && ir_find_attr(n, "state_window"))
-    return op_decline(why, "state_window is not part of the ai.onnx form of LinearAttention (use "
-                           "the com.microsoft form)");
-  if (window < 0 || window > LA_MAX_WINDOW)
-    return op_decline(why, "state_window %lld is outside 0..%d", (long long)window,
-                      LA_MAX_WINDOW);
-  int rule = la_rule(n);
-  if (rule == LA_UNKNOWN)
-    return op_decline(why, "update_rule '%s' is not one of linear, gated, delta, gated_delta",
-                      ir_attr_string(n, "update_rule", ""));
-  int64_t hq = ir_attr_int(n, "q_num_heads", 0), h = ir_attr_int(n, "kv_num_heads", 0);
-  if (hq <= 0 || h <= 0)
-    return op_decline(why, "q_num_heads and kv_num_heads must be positive (are %lld and %lld)",
-                      (long long)hq, (long long)h);
-  if (hq % h != 0 && h % hq != 0)
-    return op_decline(why, "q_num_heads %lld and kv_num_heads %lld: one must divide the other",
-                      (long long)hq, (long long)h);
-  if (!contrib && hq % h != 0)
-    return op_decline(why, "the ai.onnx form needs q_num_heads (%lld) to be a multiple of "
-                           "kv_num_heads (%lld)", (long long)hq, (long long)h);
-  const ir_value *q = ir_input(g, n, LA_IN_Q), *k = ir_input(g, n, LA_IN_K);
-  const ir_value *v = ir_input(g, n, LA_IN_V), *past = ir_input(g, n, LA_IN_PAST);
-  const ir_value *decay = ir_input(g, n, LA_IN_DECAY), *beta = ir_input(g, n, LA_IN_BETA);
-  const ir_value *out = ir_output(g, n, 0), *pres = ir_output(g, n, 1);
-  if (!q || !k || !v) return op_decline(why, "LinearAttention needs query, key and value");
-  if (k->elem_type != q->elem_type || v->elem_type != q->elem_type || !la_is_float(q->elem_type))
-    return op_decline(why, "query, key and value must share one float type (are %s, %s, %s)",
-                      ir_elem_name(q->elem_type), ir_elem_name(k->elem_type),
-                      ir_elem_name(v->elem_type));
-  if (q->rank != 3 || k->rank != 3 || v->rank != 3)
-    return op_decline(why, "query, key and value must be [B, T, hidden] (ranks %d, %d, %d)",
-                      q->rank, k->rank, v->rank);
-  int64_t qh = q->dims[2], kh = k->dims[2], vh = v->dims[2];
-  if (qh < 0 || kh < 0 || vh < 0)
-    return op_decline(why, "the hidden (last) dims of query, key and value must be static");
-  if (qh == 0 || qh % hq != 0)
-    return op_decline(why, "query hidden %lld is not a positive multiple of q_num_heads %lld",
-                      (long long)qh, (long long)hq);
-  int64_t dk = qh / hq;
-  if (kh == 0 || kh % dk != 0)
-    return op_decline(why, "key hidden %lld is not a positive multiple of the head size dk = %lld",
-                      (long long)kh, (long long)dk);
-  int64_t hk = kh / dk;
-  if (h % hk != 0)
-    return op_decline(why, "%lld key heads do not divide kv_num_heads %lld", (long long)hk,
-                      (long long)h);
-  if (!contrib && hk != h)
-    return op_decline(why, "the ai.onnx form needs exactly kv_num_heads (%lld) key heads (key "
-                           "has %lld)", (long long)h, (long long)hk);
-  if (vh == 0 || vh % h != 0)
-    return op_decline(why, "value hidden %lld is not a positive multiple of kv_num_heads %lld",
-                      (long long)vh, (long long)h);
-  int64_t dv = vh / h;
-  for (int i = 0; i < 2; i++)
-    if (!la_dim_ok(k, i, q->dims[i]) || !la_dim_ok(v, i, q->dims[i]) ||
-        !la_dim_ok(v, i, k->dims[i]))
-      return op_decline(why, "the batch and time dims of query, key and value must agree");
-  if (out->elem_type != IR_UNDEFINED && out->elem_type != q->elem_type)
-    return op_decline(why, "output must have the query's type %s (declared %s)",
-                      ir_elem_name(q->elem_type), ir_elem_name(out->elem_type));
-  int64_t oh = (hq > h ? hq : h) * dv;
-  if (out->rank > 0 && (out->rank != 3 || !la_dim_ok(out, 2, oh)))
-    return op_decline(why, "output must be [B, T, %lld] (max(q_num_heads, kv_num_heads) * dv)",
-                      (long long)oh);
-  if (la_gated(rule) && !decay)
-    return op_decline(why, "update_rule '%s' needs decay (input 4)",
-                      ir_attr_string(n, "update_rule", "gated_delta"));
-  if (la_gated(rule) &&
-      !la_aux_ok(decay, q, "decay", h, h * dk, "[B, T, H] or [B, T, H*dk]", why))
-    return false;
-  if (la_delta(rule) && !beta)
-    return op_decline(why, "update_rule '%s' needs beta (input 5)",
-                      ir_attr_string(n, "update_rule", "gated_delta"));
-  if (la_delta(rule) && !la_aux_ok(beta, q, "beta", 1, h, "[B, T, 1] or [B, T, H]", why))
-    return false;
-  const ir_value *states[2] = {past, pres};
-  static const char *snames[2] = {"past_state", "present_state"};
-  for (int i = 0; i < 2; i++) {
-    const ir_value *s = states[i];
-    if (!s || s->elem_type == IR_UNDEFINED) continue;
-    if (contrib && s->elem_type != q->elem_type)
-      return op_decline(why, "the com.microsoft form keeps %s in the query type %s (is %s)",
-                        snames[i], ir_elem_name(q->elem_type), ir_elem_name(s->elem_type));
-    if (!la_is_float(s->elem_type))
-      return op_decline(why, "%s must be a float type (is %s)", snames[i],
-                        ir_elem_name(s->elem_type));
-  }
-  if (past && pres && pres->elem_type != IR_UNDEFINED && pres->elem_type != past->elem_type)
-    return op_decline(why, "present_state (%s) must have past_state's type (%s)",
-                      ir_elem_name(pres->elem_type), ir_elem_name(past->elem_type));
-  int64_t want[5];
-  int srank = 0;
-  if (window) want[srank++] = window;
-  want[srank++] = q->dims[0];
-  want[srank++] = h;
-  want[srank++] = dk;
-  want[srank++] = dv;
-  if (past && past->rank > 0 && !la_state_ok(past, want, srank, "past_state", why)) return false;
-  if (pres->rank > 0 && !la_state_ok(pres, want, srank, "present_state", why)) return false;
-  return true;
-}
-
-/* --- translation -------------------------------------------------------------------------- */
+/* --- translation helpers ------------------------------------------------------------------ */
 typedef struct la_geom {
   int rule, b, t, hq, hk, h, dk, dv, group, window;
   float scale;
@@ -264,6 +155,8 @@ static int la_prepare(tr_ctx *t, const la_geom *g, la_inputs *in) {
   in->eg = in->beta = NULL;
   if (la_gated(g->rule)) {
     mx_array d = tr_in(t, LA_IN_DECAY);
+    if (!d || mx_ndim(d) != 3 || mx_dim(d, 0) != B || mx_dim(d, 1) != T)
+      return tr_fail(t, "decay must be [B=%d, T=%d, H or H*dk]", B, T);
     bool per_key = mx_dim(d, 2) == H * g->dk;
     int ds[5] = {B, T, H, per_key ? g->dk : 1, 1};
     if (mx_dim(d, 2) != H && mx_dim(d, 2) != H * g->dk)
@@ -274,6 +167,8 @@ static int la_prepare(tr_ctx *t, const la_geom *g, la_inputs *in) {
   }
   if (la_delta(g->rule)) {
     mx_array b = tr_in(t, LA_IN_BETA);
+    if (!b || mx_ndim(b) != 3 || mx_dim(b, 0) != B || mx_dim(b, 1) != T)
+      return tr_fail(t, "beta must be [B=%d, T=%d, 1 or H]", B, T);
     int hb = mx_dim(b, 2);
     if (hb != 1 && hb != H) return tr_fail(t, "beta's last dim %d is neither 1 nor H = %d", hb, H);
     int bs[5] = {B, T, hb, 1, 1};
@@ -390,11 +285,17 @@ static int la_geometry(tr_ctx *t, const ir_node *n, la_geom *g) {
       return tr_fail(t, "the batch and time dims of query (%d, %d), key (%d, %d) and value "
                         "(%d, %d) must agree", mx_dim(q, 0), mx_dim(q, 1), mx_dim(k, 0),
                      mx_dim(k, 1), mx_dim(v, 0), mx_dim(v, 1));
-  g->dk = mx_dim(q, 2) / g->hq;
-  g->hk = g->dk ? mx_dim(k, 2) / g->dk : 0;
-  g->dv = mx_dim(v, 2) / g->h;
-  if (!g->dk || !g->hk || g->h % g->hk || !g->dv)
-    return tr_fail(t, "head geometry does not divide the hidden dims");
+  int qh = mx_dim(q, 2), kh = mx_dim(k, 2), vh = mx_dim(v, 2);
+  if ((g->hq % g->h && g->h % g->hq) || !qh || qh % g->hq)
+    return tr_fail(t, "query hidden %d does not split into q_num_heads %d", qh, g->hq);
+  g->dk = qh / g->hq;
+  if (!kh || kh % g->dk || g->h % (kh / g->dk))
+    return tr_fail(t, "key hidden %d is not a number of dk = %d heads dividing %d", kh, g->dk,
+                   g->h);
+  g->hk = kh / g->dk;
+  if (!vh || vh % g->h)
+    return tr_fail(t, "value hidden %d does not split into kv_num_heads %d", vh, g->h);
+  g->dv = vh / g->h;
   g->group = g->hq > g->h ? g->hq / g->h : 1;
   float scale = ir_attr_float(n, "scale", 0.0f);
   g->scale = scale != 0.0f ? scale : (float)(1.0 / sqrt((double)g->dk));
@@ -405,6 +306,117 @@ static int la_geometry(tr_ctx *t, const ir_node *n, la_geom *g) {
               g->out_dtype == MX_BFLOAT16 || tr_out_dtype(t, 1) == MX_BFLOAT16;
   g->carry_dtype = bf16 && g->dk > 256 && g->dk <= 512 ? MX_FLOAT32 : g->state_dtype;
   return MX_OK;
+}
+
+/* --- claim and translation -------------------------------------------------------------- */
+static bool claim_la(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
+  (void)r;
+  if (n->n_inputs < 3 || n->n_inputs > 6 || n->n_outputs != 2 || !ir_output(g, n, 0) ||
+      !ir_output(g, n, 1))
+    return op_decline(why, "LinearAttention takes 3-6 inputs and exactly 2 outputs (output and "
+                           "present_state)");
+  bool contrib = la_contrib(n);
+  int64_t window = ir_attr_int(n, "state_window", 0);
+  if (!contrib && ir_find_attr(n, "state_window"))
+    return op_decline(why, "state_window is not part of the ai.onnx form of LinearAttention (use "
+                           "the com.microsoft form)");
+  if (window < 0 || window > LA_MAX_WINDOW)
+    return op_decline(why, "state_window %lld is outside 0..%d", (long long)window,
+                      LA_MAX_WINDOW);
+  int rule = la_rule(n);
+  if (rule == LA_UNKNOWN)
+    return op_decline(why, "update_rule '%s' is not one of linear, gated, delta, gated_delta",
+                      ir_attr_string(n, "update_rule", ""));
+  int64_t hq = ir_attr_int(n, "q_num_heads", 0), h = ir_attr_int(n, "kv_num_heads", 0);
+  if (hq <= 0 || h <= 0)
+    return op_decline(why, "q_num_heads and kv_num_heads must be positive (are %lld and %lld)",
+                      (long long)hq, (long long)h);
+  if (hq % h != 0 && h % hq != 0)
+    return op_decline(why, "q_num_heads %lld and kv_num_heads %lld: one must divide the other",
+                      (long long)hq, (long long)h);
+  if (!contrib && hq % h != 0)
+    return op_decline(why, "the ai.onnx form needs q_num_heads (%lld) to be a multiple of "
+                           "kv_num_heads (%lld)", (long long)hq, (long long)h);
+  const ir_value *q = ir_input(g, n, LA_IN_Q), *k = ir_input(g, n, LA_IN_K);
+  const ir_value *v = ir_input(g, n, LA_IN_V), *past = ir_input(g, n, LA_IN_PAST);
+  const ir_value *decay = ir_input(g, n, LA_IN_DECAY), *beta = ir_input(g, n, LA_IN_BETA);
+  const ir_value *out = ir_output(g, n, 0), *pres = ir_output(g, n, 1);
+  if (!q || !k || !v) return op_decline(why, "LinearAttention needs query, key and value");
+  if (k->elem_type != q->elem_type || v->elem_type != q->elem_type || !la_is_float(q->elem_type))
+    return op_decline(why, "query, key and value must share one float type (are %s, %s, %s)",
+                      ir_elem_name(q->elem_type), ir_elem_name(k->elem_type),
+                      ir_elem_name(v->elem_type));
+  if (q->rank != 3 || k->rank != 3 || v->rank != 3)
+    return op_decline(why, "query, key and value must be [B, T, hidden] (ranks %d, %d, %d)",
+                      q->rank, k->rank, v->rank);
+  int64_t qh = q->dims[2], kh = k->dims[2], vh = v->dims[2];
+  if (qh < 0 || kh < 0 || vh < 0)
+    return op_decline(why, "the hidden (last) dims of query, key and value must be static");
+  if (qh == 0 || qh % hq != 0)
+    return op_decline(why, "query hidden %lld is not a positive multiple of q_num_heads %lld",
+                      (long long)qh, (long long)hq);
+  int64_t dk = qh / hq;
+  if (kh == 0 || kh % dk != 0)
+    return op_decline(why, "key hidden %lld is not a positive multiple of the head size dk = %lld",
+                      (long long)kh, (long long)dk);
+  int64_t hk = kh / dk;
+  if (h % hk != 0)
+    return op_decline(why, "%lld key heads do not divide kv_num_heads %lld", (long long)hk,
+                      (long long)h);
+  if (!contrib && hk != h)
+    return op_decline(why, "the ai.onnx form needs exactly kv_num_heads (%lld) key heads (key "
+                           "has %lld)", (long long)h, (long long)hk);
+  if (vh == 0 || vh % h != 0)
+    return op_decline(why, "value hidden %lld is not a positive multiple of kv_num_heads %lld",
+                      (long long)vh, (long long)h);
+  int64_t dv = vh / h;
+  for (int i = 0; i < 2; i++)
+    if (!la_dim_ok(k, i, q->dims[i]) || !la_dim_ok(v, i, q->dims[i]) ||
+        !la_dim_ok(v, i, k->dims[i]))
+      return op_decline(why, "the batch and time dims of query, key and value must agree");
+  if (out->elem_type != IR_UNDEFINED && out->elem_type != q->elem_type)
+    return op_decline(why, "output must have the query's type %s (declared %s)",
+                      ir_elem_name(q->elem_type), ir_elem_name(out->elem_type));
+  int64_t oh = (hq > h ? hq : h) * dv;
+  if (out->rank > 0 && (out->rank != 3 || !la_dim_ok(out, 2, oh)))
+    return op_decline(why, "output must be [B, T, %lld] (max(q_num_heads, kv_num_heads) * dv)",
+                      (long long)oh);
+  if (la_gated(rule) && !decay)
+    return op_decline(why, "update_rule '%s' needs decay (input 4)",
+                      ir_attr_string(n, "update_rule", "gated_delta"));
+  if (la_gated(rule) &&
+      !la_aux_ok(decay, q, "decay", h, h * dk, "[B, T, H] or [B, T, H*dk]", why))
+    return false;
+  if (la_delta(rule) && !beta)
+    return op_decline(why, "update_rule '%s' needs beta (input 5)",
+                      ir_attr_string(n, "update_rule", "gated_delta"));
+  if (la_delta(rule) && !la_aux_ok(beta, q, "beta", 1, h, "[B, T, 1] or [B, T, H]", why))
+    return false;
+  const ir_value *states[2] = {past, pres};
+  static const char *snames[2] = {"past_state", "present_state"};
+  for (int i = 0; i < 2; i++) {
+    const ir_value *s = states[i];
+    if (!s || s->elem_type == IR_UNDEFINED) continue;
+    if (contrib && s->elem_type != q->elem_type)
+      return op_decline(why, "the com.microsoft form keeps %s in the query type %s (is %s)",
+                        snames[i], ir_elem_name(q->elem_type), ir_elem_name(s->elem_type));
+    if (!la_is_float(s->elem_type))
+      return op_decline(why, "%s must be a float type (is %s)", snames[i],
+                        ir_elem_name(s->elem_type));
+  }
+  if (past && pres && pres->elem_type != IR_UNDEFINED && pres->elem_type != past->elem_type)
+    return op_decline(why, "present_state (%s) must have past_state's type (%s)",
+                      ir_elem_name(pres->elem_type), ir_elem_name(past->elem_type));
+  int64_t want[5];
+  int srank = 0;
+  if (window) want[srank++] = window;
+  want[srank++] = q->dims[0];
+  want[srank++] = h;
+  want[srank++] = dk;
+  want[srank++] = dv;
+  if (past && past->rank > 0 && !la_state_ok(past, want, srank, "past_state", why)) return false;
+  if (pres->rank > 0 && !la_state_ok(pres, want, srank, "present_state", why)) return false;
+  return true;
 }
 
 static int translate_la(tr_ctx *t, const ir_node *n, const op_row *r) {

@@ -58,81 +58,7 @@ static bool cc_state_ok(const ir_value *v, const int64_t *dims, int rank, const 
   return true;
 }
 
-static bool claim_conv(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
-  (void)r;
-  if (n->n_inputs < 2 || n->n_inputs > 4 || n->n_outputs != 2 || !ir_output(g, n, 0) ||
-      !ir_output(g, n, 1))
-    return op_decline(why, "CausalConvWithState takes 2-4 inputs and exactly 2 outputs (Y and "
-                           "present_state)");
-  if (!cc_is_contrib(n)) {
-    static const char *names[3] = {"channels_last", "dilation", "state_window"};
-    static const int64_t defaults[3] = {0, 1, 0};
-    for (int i = 0; i < 3; i++) {
-      const ir_attr *a = ir_find_attr(n, names[i]);
-      if (a && (a->type != IR_ATTR_INT || a->i != defaults[i]))
-        return op_decline(why, "attribute %s is not part of the ai.onnx form of "
-                               "CausalConvWithState (only its default %lld is accepted; use the "
-                               "com.microsoft form)", names[i], (long long)defaults[i]);
-    }
-  }
-  int64_t ndim = ir_attr_int(n, "ndim", 1), cl = ir_attr_int(n, "channels_last", 0);
-  int64_t dil = ir_attr_int(n, "dilation", 1), window = ir_attr_int(n, "state_window", 0);
-  if (ndim != 1)
-    return op_decline(why, "ndim %lld: only the 1-D causal convolution (ndim=1) is translated",
-                      (long long)ndim);
-  if (cl != 0 && cl != 1)
-    return op_decline(why, "channels_last must be 0 or 1 (is %lld)", (long long)cl);
-  if (dil <= 0) return op_decline(why, "dilation must be >= 1 (is %lld)", (long long)dil);
-  if (dil > INT32_MAX) return op_decline(why, "dilation %lld does not fit int32", (long long)dil);
-  if (window < 0 || window > CC_MAX_WINDOW)
-    return op_decline(why, "state_window %lld is outside 0..%d", (long long)window,
-                      CC_MAX_WINDOW);
-  if (cc_activation(n) == CC_ACT_UNKNOWN)
-    return op_decline(why, "activation '%s' is not one of none, silu, swish",
-                      ir_attr_string(n, "activation", ""));
-  const ir_value *x = ir_input(g, n, 0), *w = ir_input(g, n, 1), *bias = ir_input(g, n, 2);
-  const ir_value *past = ir_input(g, n, 3), *y = ir_output(g, n, 0), *pres = ir_output(g, n, 1);
-  if (!x || !w) return op_decline(why, "CausalConvWithState needs input and weight");
-  int t = x->elem_type;
-  const ir_value *same[5] = {w, bias, past, y, pres};
-  static const char *snames[5] = {"weight", "bias", "past_state", "output", "present_state"};
-  for (int i = 0; i < 5; i++)
-    if (same[i] && same[i]->elem_type != IR_UNDEFINED && same[i]->elem_type != t)
-      return op_decline(why, "%s is %s, input is %s: they must share one float type", snames[i],
-                        ir_elem_name(same[i]->elem_type), ir_elem_name(t));
-  if (!cl && x->rank != 3)
-    return op_decline(why, "channels-first input must be [B, C, L] (rank 3), has rank %d",
-                      x->rank);
-  if (cl && (x->rank < 3 || x->rank > 15))
-    return op_decline(why, "channels-last input must be [B, L, d1..dn] with rank 3..15, has "
-                           "rank %d", x->rank);
-  if (w->rank != 3 || w->dims[0] <= 0 || w->dims[1] != 1 || w->dims[2] <= 0)
-    return op_decline(why, "weight must be a static [C, 1, k] with C, k > 0 (depthwise)");
-  int64_t c = w->dims[0], k = w->dims[2];
-  int64_t xc = 1;
-  for (int i = cl ? 2 : 1; i < (cl ? x->rank : 2); i++)
-    xc = x->dims[i] < 0 || xc < 0 ? -1 : xc * x->dims[i];
-  if (xc < 0)
-    return op_decline(why, "the input's channel dims must be static (the weight has C = %lld)",
-                      (long long)c);
-  if (xc != c)
-    return op_decline(why, "the input has %lld channels, the weight %lld", (long long)xc,
-                      (long long)c);
-  if (k - 1 > INT32_MAX / dil)
-    return op_decline(why, "receptive field (k - 1) * dilation = %lld * %lld does not fit int32",
-                      (long long)(k - 1), (long long)dil);
-  int64_t carry = (k - 1) * dil;
-  if (bias && (bias->rank != 1 || (bias->dims[0] >= 0 && bias->dims[0] != c)))
-    return op_decline(why, "bias must be [C] = [%lld]", (long long)c);
-  int64_t dims[MX_MAX_RANK + 1];
-  int srank = cc_state_dims(x, cl, c, carry, window, dims);
-  /* (rank 0 is how a state of unknown shape arrives; the translator checks it each run) */
-  if (past && past->rank > 0 && !cc_state_ok(past, dims, srank, "past_state", why)) return false;
-  if (pres->rank > 0 && !cc_state_ok(pres, dims, srank, "present_state", why)) return false;
-  return true;
-}
-
-/* --- translation -------------------------------------------------------------------------- */
+/* --- translation helpers ------------------------------------------------------------------ */
 typedef struct cc_geom {
   bool channels_last;
   int batch, len, c, k, dil, carry, window, rank;
@@ -236,6 +162,81 @@ static int cc_window_state(tr_ctx *t, const cc_geom *g, mx_array padded, mx_arra
   return mx_concatenate(t->mx, out, slots, (size_t)count, 0);
 }
 
+/* --- claim and translation -------------------------------------------------------------- */
+static bool claim_conv(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
+  (void)r;
+  if (n->n_inputs < 2 || n->n_inputs > 4 || n->n_outputs != 2 || !ir_output(g, n, 0) ||
+      !ir_output(g, n, 1))
+    return op_decline(why, "CausalConvWithState takes 2-4 inputs and exactly 2 outputs (Y and "
+                           "present_state)");
+  if (!cc_is_contrib(n)) {
+    static const char *names[3] = {"channels_last", "dilation", "state_window"};
+    static const int64_t defaults[3] = {0, 1, 0};
+    for (int i = 0; i < 3; i++) {
+      const ir_attr *a = ir_find_attr(n, names[i]);
+      if (a && (a->type != IR_ATTR_INT || a->i != defaults[i]))
+        return op_decline(why, "attribute %s is not part of the ai.onnx form of "
+                               "CausalConvWithState (only its default %lld is accepted; use the "
+                               "com.microsoft form)", names[i], (long long)defaults[i]);
+    }
+  }
+  int64_t ndim = ir_attr_int(n, "ndim", 1), cl = ir_attr_int(n, "channels_last", 0);
+  int64_t dil = ir_attr_int(n, "dilation", 1), window = ir_attr_int(n, "state_window", 0);
+  if (ndim != 1)
+    return op_decline(why, "ndim %lld: only the 1-D causal convolution (ndim=1) is translated",
+                      (long long)ndim);
+  if (cl != 0 && cl != 1)
+    return op_decline(why, "channels_last must be 0 or 1 (is %lld)", (long long)cl);
+  if (dil <= 0) return op_decline(why, "dilation must be >= 1 (is %lld)", (long long)dil);
+  if (dil > INT32_MAX) return op_decline(why, "dilation %lld does not fit int32", (long long)dil);
+  if (window < 0 || window > CC_MAX_WINDOW)
+    return op_decline(why, "state_window %lld is outside 0..%d", (long long)window,
+                      CC_MAX_WINDOW);
+  if (cc_activation(n) == CC_ACT_UNKNOWN)
+    return op_decline(why, "activation '%s' is not one of none, silu, swish",
+                      ir_attr_string(n, "activation", ""));
+  const ir_value *x = ir_input(g, n, 0), *w = ir_input(g, n, 1), *bias = ir_input(g, n, 2);
+  const ir_value *past = ir_input(g, n, 3), *y = ir_output(g, n, 0), *pres = ir_output(g, n, 1);
+  if (!x || !w) return op_decline(why, "CausalConvWithState needs input and weight");
+  int t = x->elem_type;
+  const ir_value *same[5] = {w, bias, past, y, pres};
+  static const char *snames[5] = {"weight", "bias", "past_state", "output", "present_state"};
+  for (int i = 0; i < 5; i++)
+    if (same[i] && same[i]->elem_type != IR_UNDEFINED && same[i]->elem_type != t)
+      return op_decline(why, "%s is %s, input is %s: they must share one float type", snames[i],
+                        ir_elem_name(same[i]->elem_type), ir_elem_name(t));
+  if (!cl && x->rank != 3)
+    return op_decline(why, "channels-first input must be [B, C, L] (rank 3), has rank %d",
+                      x->rank);
+  if (cl && (x->rank < 3 || x->rank > 15))
+    return op_decline(why, "channels-last input must be [B, L, d1..dn] with rank 3..15, has "
+                           "rank %d", x->rank);
+  if (w->rank != 3 || w->dims[0] <= 0 || w->dims[1] != 1 || w->dims[2] <= 0)
+    return op_decline(why, "weight must be a static [C, 1, k] with C, k > 0 (depthwise)");
+  int64_t c = w->dims[0], k = w->dims[2];
+  int64_t xc = 1;
+  for (int i = cl ? 2 : 1; i < (cl ? x->rank : 2); i++)
+    xc = x->dims[i] < 0 || xc < 0 ? -1 : xc * x->dims[i];
+  if (xc < 0)
+    return op_decline(why, "the input's channel dims must be static (the weight has C = %lld)",
+                      (long long)c);
+  if (xc != c)
+    return op_decline(why, "the input has %lld channels, the weight %lld", (long long)xc,
+                      (long long)c);
+  if (k - 1 > INT32_MAX / dil)
+    return op_decline(why, "receptive field (k - 1) * dilation = %lld * %lld does not fit int32",
+                      (long long)(k - 1), (long long)dil);
+  int64_t carry = (k - 1) * dil;
+  if (bias && (bias->rank != 1 || (bias->dims[0] >= 0 && bias->dims[0] != c)))
+    return op_decline(why, "bias must be [C] = [%lld]", (long long)c);
+  int64_t dims[MX_MAX_RANK + 1];
+  int srank = cc_state_dims(x, cl, c, carry, window, dims);
+  /* (rank 0 is how a state of unknown shape arrives; the translator checks it each run) */
+  if (past && past->rank > 0 && !cc_state_ok(past, dims, srank, "past_state", why)) return false;
+  if (pres->rank > 0 && !cc_state_ok(pres, dims, srank, "present_state", why)) return false;
+  return true;
+}
+
 static int translate_conv(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)r;
   mx_array x = tr_in(t, 0), w = tr_in(t, 1), bias = tr_in(t, 2), past = tr_in(t, 3);
@@ -293,6 +294,8 @@ static int translate_conv(tr_ctx *t, const ir_node *n, const op_row *r) {
     else acc = prod;
   }
   if (bias) {
+    if (mx_ndim(bias) != 1 || mx_dim(bias, 0) != g.c)
+      return tr_fail(t, "bias must be [C] = [%d]", g.c);
     if (mx_dtype_of(bias) != work) TR_TRY(mx_astype(t->mx, &bias, bias, work));
     TR_TRY(mx_binary(t->mx, &acc, MX_ADD, acc, bias));
   }

@@ -35,6 +35,35 @@ static bool ts_linear_index_ok(int64_t index, int64_t capacity, int64_t length) 
   return index >= 0 && index <= capacity - length;
 }
 
+/* Writes update[b0:b1] (all of its axis length) at `start` into *out, wrapping past the end. */
+static int ts_write(tr_ctx *t, mx_array *out, mx_array upd, int ax, int b0, int b1, int start,
+                    int capacity) {
+  int rank = mx_ndim(upd), length = mx_dim(upd, ax);
+  int first = length < capacity - start ? length : capacity - start;
+  for (int part = 0; part < 2; part++) {
+    int from = part ? first : 0, to = part ? length : first, at = part ? 0 : start;
+    if (to <= from) continue;
+    int ustart[MX_MAX_RANK], ustop[MX_MAX_RANK], cstart[MX_MAX_RANK], cstop[MX_MAX_RANK],
+        strides[MX_MAX_RANK];
+    for (int i = 0; i < rank; i++) {
+      ustart[i] = cstart[i] = 0;
+      ustop[i] = cstop[i] = mx_dim(upd, i);
+      strides[i] = 1;
+    }
+    ustart[0] = cstart[0] = b0;
+    ustop[0] = cstop[0] = b1;
+    ustart[ax] = from;
+    ustop[ax] = to;
+    cstart[ax] = at;
+    cstop[ax] = at + (to - from);
+    mx_array piece = upd;
+    if (b0 != 0 || b1 != mx_dim(upd, 0) || from != 0 || to != length)
+      TR_TRY(mx_slice(t->mx, &piece, upd, ustart, ustop, strides, rank));
+    TR_TRY(mx_slice_update(t->mx, out, *out, piece, cstart, cstop, strides, rank));
+  }
+  return MX_OK;
+}
+
 static bool claim_scatter(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
   (void)r;
   if (n->n_inputs < 2 || n->n_inputs > 3 || n->n_outputs != 1)
@@ -108,35 +137,6 @@ static bool claim_scatter(const ir_graph *g, const ir_node *n, const op_row *r, 
     free(vals);
   }
   return true;
-}
-
-/* Writes update[b0:b1] (all of its axis length) at `start` into *out, wrapping past the end. */
-static int ts_write(tr_ctx *t, mx_array *out, mx_array upd, int ax, int b0, int b1, int start,
-                    int capacity) {
-  int rank = mx_ndim(upd), length = mx_dim(upd, ax);
-  int first = length < capacity - start ? length : capacity - start;
-  for (int part = 0; part < 2; part++) {
-    int from = part ? first : 0, to = part ? length : first, at = part ? 0 : start;
-    if (to <= from) continue;
-    int ustart[MX_MAX_RANK], ustop[MX_MAX_RANK], cstart[MX_MAX_RANK], cstop[MX_MAX_RANK],
-        strides[MX_MAX_RANK];
-    for (int i = 0; i < rank; i++) {
-      ustart[i] = cstart[i] = 0;
-      ustop[i] = cstop[i] = mx_dim(upd, i);
-      strides[i] = 1;
-    }
-    ustart[0] = cstart[0] = b0;
-    ustop[0] = cstop[0] = b1;
-    ustart[ax] = from;
-    ustop[ax] = to;
-    cstart[ax] = at;
-    cstop[ax] = at + (to - from);
-    mx_array piece = upd;
-    if (b0 != 0 || b1 != mx_dim(upd, 0) || from != 0 || to != length)
-      TR_TRY(mx_slice(t->mx, &piece, upd, ustart, ustop, strides, rank));
-    TR_TRY(mx_slice_update(t->mx, out, *out, piece, cstart, cstop, strides, rank));
-  }
-  return MX_OK;
 }
 
 static int translate_scatter(tr_ctx *t, const ir_node *n, const op_row *r) {
