@@ -56,6 +56,10 @@ static void print_summary(const mlx_ep *ep) {
             (unsigned long long)s->fallbacks, runs ? (double)ns / (double)runs / 1e6 : 0.0,
             (unsigned long long)s->bytes_in, (unsigned long long)s->bytes_out,
             (unsigned long long)s->host_reads);
+    for (int n = 0; n < p->g->n_nodes; n++)
+      if (p->node_paths[n])
+        fprintf(stderr, "[%s]     node '%s' (%s): %s\n", EP_NAME, p->g->nodes[n].name,
+                p->g->nodes[n].op_type, p->node_paths[n]);
   }
 }
 

@@ -24,6 +24,7 @@ typedef struct ep_options {
   char report_file[1024]; /* option report_file: JSON partition report written here */
   bool compile;           /* off with ONNXRUNTIME_EP_MLX_NO_COMPILE=1 */
   bool shapeless;         /* off with ONNXRUNTIME_EP_MLX_NO_SHAPELESS=1 */
+  bool fast_kernels;      /* off with ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN=1 */
 } ep_options;
 
 typedef struct ep_factory {

@@ -1,13 +1,21 @@
 /*
- * Elementwise operators: arithmetic (Add, Sub, Mul, Div, Pow), comparison (Equal, Less,
- * Greater), logic (Not, Where) and unary math (Neg, Abs, Exp, Log, Sqrt, Reciprocal, Erf). ONNX
- * broadcasting is numpy's, which MLX shares; ONNX does not promote types, so inputs must agree
- * (Pow excepted) and results are cast to the declared output type. Integer Div truncates toward
- * zero as ONNX Runtime does, which MLX's divide (a float result) and floor_divide do not.
- * Rows from opset 7 on: earlier versions used a `broadcast` attribute we do not translate.
+ * Elementwise operators: arithmetic (Add, Sub, Mul, Div, Pow, Mod), the variadic Max, Min, Sum
+ * and Mean, comparison (Equal, Less, Greater, LessOrEqual, GreaterOrEqual), logic (Not, And, Or,
+ * Xor, Where), bitwise ops (BitwiseAnd/Or/Xor/Not, BitShift), unary math (Neg, Abs, Exp, Log,
+ * Sqrt, Reciprocal, Erf, trigonometric and hyperbolic functions and their inverses, Floor, Ceil,
+ * Round half to even, Sign), Clip, the float tests IsNaN and IsInf, and the type changes
+ * CastLike and BitCast. ONNX broadcasting is numpy's, which MLX shares; ONNX does not promote
+ * types, so inputs must agree (Pow excepted) and results are cast to the declared output type.
+ * Integer Div truncates toward zero as ONNX Runtime does, which MLX's divide (a float result)
+ * and floor_divide do not; integer Mod follows the divisor's sign (MLX's remainder) and fmod=1
+ * the dividend's (C's fmod, computed on magnitudes so floats stay exact). Sum and Mean of
+ * float16/bfloat16 accumulate in float32. Rows from opset 7 on for ops that earlier used a
+ * `broadcast` attribute we do not translate.
  */
 #include "ops/families.h"
 #include "plan/translate.h"
+
+#include <string.h>
 
 /* --- claims ------------------------------------------------------------------------------ */
 static bool claim_same_types(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
@@ -21,6 +29,47 @@ static bool claim_where(const ir_graph *g, const ir_node *n, const op_row *r, op
   if (x && y && x->elem_type != y->elem_type)
     return op_decline(why, "X and Y mix element types %s and %s", ir_elem_name(x->elem_type),
                       ir_elem_name(y->elem_type));
+  return true;
+}
+
+static bool claim_mod(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
+  if (!claim_same_types(g, n, r, why)) return false;
+  const ir_value *a = ir_input(g, n, 0);
+  if (a && (OP_FLOATS & OP_T(a->elem_type)) && ir_attr_int(n, "fmod", 0) == 0)
+    return op_decline(why, "Mod of %s with fmod=0 is undefined: ONNX requires fmod=1 for "
+                      "floating-point inputs", ir_elem_name(a->elem_type));
+  return true;
+}
+
+static bool claim_bitshift(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
+  const char *dir = ir_attr_string(n, "direction", "");
+  if (strcmp(dir, "LEFT") != 0 && strcmp(dir, "RIGHT") != 0)
+    return op_decline(why, "BitShift direction '%s' is not 'LEFT' or 'RIGHT'", dir);
+  return claim_same_types(g, n, r, why);
+}
+
+/* Clip's min and max inputs are scalars (ONNX Runtime also takes a one-element 1-D tensor). */
+static bool claim_clip(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
+  if (!claim_same_types(g, n, r, why)) return false;
+  for (int i = 1; i < 3; i++) {
+    const ir_value *v = ir_input(g, n, i);
+    if (v && (v->rank > 1 || (v->rank == 1 && v->dims[0] != 1 && v->dims[0] != IR_DIM_UNKNOWN)))
+      return op_decline(why, "Clip %s ('%s') must be a scalar (or one-element 1-D tensor)",
+                        i == 1 ? "min" : "max", v->name);
+  }
+  return true;
+}
+
+static bool claim_bitcast(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
+  (void)r;
+  const ir_value *x = ir_input(g, n, 0);
+  const ir_attr *to = ir_find_attr(n, "to");
+  if (!to || to->type != IR_ATTR_INT) return op_decline(why, "the 'to' attribute is required");
+  if (ir_to_mx_dtype((int)to->i) < 0)
+    return op_decline(why, "BitCast to %s: MLX has no such dtype", ir_elem_name((int)to->i));
+  if (x && ir_elem_size(x->elem_type) != ir_elem_size((int)to->i))
+    return op_decline(why, "BitCast from %s to %s changes the element size; ONNX requires equal "
+                      "bit widths", ir_elem_name(x->elem_type), ir_elem_name((int)to->i));
   return true;
 }
 
@@ -113,6 +162,128 @@ static int translate_pow(tr_ctx *t, const ir_node *n, const op_row *r) {
   return cast_to_output(t, y);
 }
 
+/* Mod: fmod=0 takes the divisor's sign (MLX's remainder, Python's %); fmod=1 the dividend's, as
+ * C's fmod: the remainder of the magnitudes (exact, no quotient is formed) signed like a. */
+static int translate_mod(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)r;
+  mx_array a = tr_in(t, 0), b = tr_in(t, 1), y;
+  mx_dtype dt = mx_dtype_of(a);
+  if (ir_attr_int(n, "fmod", 0) == 0 || mx_dtype_is_unsigned_int(dt)) {
+    TR_TRY(mx_binary(t->mx, &y, MX_REMAINDER, a, b));
+    return cast_to_output(t, y);
+  }
+  mx_array abs_a, abs_b, neg, zero, is_neg;
+  TR_TRY(mx_unary(t->mx, &abs_a, MX_ABS, a));
+  TR_TRY(mx_unary(t->mx, &abs_b, MX_ABS, b));
+  TR_TRY(mx_binary(t->mx, &y, MX_REMAINDER, abs_a, abs_b));
+  TR_TRY(mx_unary(t->mx, &neg, MX_NEG, y));
+  TR_TRY(tr_scalar(t, &zero, 0.0, dt));
+  TR_TRY(mx_binary(t->mx, &is_neg, MX_LESS, a, zero));
+  TR_TRY(mx_where(t->mx, &y, is_neg, neg, y));
+  return cast_to_output(t, y);
+}
+
+/* Max, Min, Sum, Mean: a left fold of the (broadcasting) binary op over every input; Sum and
+ * Mean of half types accumulate in float32 and round once. */
+static int translate_variadic(tr_ctx *t, const ir_node *n, const op_row *r) {
+  bool mean = r->code == MX_DIVIDE;
+  mx_binary_op op = mean ? MX_ADD : (mx_binary_op)r->code;
+  mx_array acc = NULL;
+  int count = 0;
+  for (int i = 0; i < n->n_inputs; i++) {
+    mx_array x = tr_in(t, i);
+    if (!x) continue;
+    mx_dtype dt = mx_dtype_of(x);
+    if (op == MX_ADD && (dt == MX_FLOAT16 || dt == MX_BFLOAT16))
+      TR_TRY(mx_astype(t->mx, &x, x, MX_FLOAT32));
+    if (acc) TR_TRY(mx_binary(t->mx, &acc, op, acc, x));
+    else acc = x;
+    count++;
+  }
+  if (!acc) return tr_fail(t, "%s needs at least one input", n->op_type);
+  if (mean && count > 1) {
+    mx_array c;
+    TR_TRY(tr_scalar(t, &c, count, mx_dtype_of(acc)));
+    TR_TRY(mx_binary(t->mx, &acc, MX_DIVIDE, acc, c));
+  }
+  return cast_to_output(t, acc);
+}
+
+/* Clip before opset 11: `min` and `max` attributes (absent: unbounded on that side). */
+static int translate_clip_attr(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)r;
+  mx_array x = tr_in(t, 0), lo = NULL, hi = NULL, y;
+  const ir_attr *amin = ir_find_attr(n, "min"), *amax = ir_find_attr(n, "max");
+  if (!amin && !amax) return tr_out(t, 0, x);
+  if (amin) TR_TRY(tr_scalar(t, &lo, amin->f, mx_dtype_of(x)));
+  if (amax) TR_TRY(tr_scalar(t, &hi, amax->f, mx_dtype_of(x)));
+  TR_TRY(mx_clip(t->mx, &y, x, lo, hi));
+  return cast_to_output(t, y);
+}
+
+/* Clip from opset 11: optional scalar inputs min and max. MLX's clip is max then min, so
+ * min > max gives max everywhere, as ONNX specifies. A one-element 1-D bound is squeezed so it
+ * cannot add a dimension to a scalar input. */
+static int translate_clip_inputs(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)n, (void)r;
+  mx_array x = tr_in(t, 0), bound[2] = {tr_in(t, 1), tr_in(t, 2)}, y;
+  static const int axis0 = 0;
+  for (int i = 0; i < 2; i++) {
+    if (!bound[i]) continue;
+    if (mx_ndim(bound[i]) > 1 || (mx_ndim(bound[i]) == 1 && mx_dim(bound[i], 0) != 1))
+      return tr_fail(t, "Clip %s must be a scalar", i ? "max" : "min");
+    if (mx_ndim(bound[i]) == 1) TR_TRY(mx_squeeze(t->mx, &bound[i], bound[i], &axis0, 1));
+  }
+  if (!bound[0] && !bound[1]) return tr_out(t, 0, x);
+  TR_TRY(mx_clip(t->mx, &y, x, bound[0], bound[1]));
+  return cast_to_output(t, y);
+}
+
+/* IsInf: +inf and/or -inf as detect_positive / detect_negative select (both default to 1). */
+static int translate_isinf(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)r;
+  mx_array x = tr_in(t, 0), pos, neg, y;
+  bool want_pos = ir_attr_int(n, "detect_positive", 1) != 0;
+  bool want_neg = ir_attr_int(n, "detect_negative", 1) != 0;
+  TR_TRY(mx_unary(t->mx, &pos, MX_ISPOSINF, x));
+  TR_TRY(mx_unary(t->mx, &neg, MX_ISNEGINF, x));
+  if (want_pos && want_neg) TR_TRY(mx_binary(t->mx, &y, MX_LOGICAL_OR, pos, neg));
+  else if (want_pos) y = pos;
+  else if (want_neg) y = neg;
+  else TR_TRY(mx_binary(t->mx, &y, MX_LOGICAL_AND, pos, neg)); /* never both: all false */
+  return cast_to_output(t, y);
+}
+
+static int translate_bitshift(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)r;
+  mx_array y;
+  bool left = strcmp(ir_attr_string(n, "direction", ""), "LEFT") == 0;
+  TR_TRY(mx_binary(t->mx, &y, left ? MX_LEFT_SHIFT : MX_RIGHT_SHIFT, tr_in(t, 0), tr_in(t, 1)));
+  return cast_to_output(t, y);
+}
+
+/* CastLike: Cast to input 1's element type (the declared output type), as Cast converts. */
+static int translate_castlike(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)n, (void)r;
+  mx_array x = tr_in(t, 0), like = tr_in(t, 1), y;
+  if (mx_dtype_of(x) == mx_dtype_of(like)) return tr_out(t, 0, x);
+  TR_TRY(mx_astype(t->mx, &y, x, mx_dtype_of(like)));
+  return tr_out(t, 0, y);
+}
+
+/* BitCast: the same bytes read as another type of the same size (shape unchanged). */
+static int translate_bitcast(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)r;
+  mx_array x = tr_in(t, 0), y;
+  int to = ir_to_mx_dtype((int)ir_attr_int(n, "to", 0));
+  if (to < 0) return tr_fail(t, "BitCast to an element type MLX cannot hold");
+  if (mx_dtype_size((mx_dtype)to) != mx_dtype_size(mx_dtype_of(x)))
+    return tr_fail(t, "BitCast changes the element size");
+  if (mx_dtype_of(x) == (mx_dtype)to) return tr_out(t, 0, x);
+  TR_TRY(mx_view(t->mx, &y, x, (mx_dtype)to));
+  return tr_out(t, 0, y);
+}
+
 static int translate_where(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)n, (void)r;
   mx_array y;
@@ -124,6 +295,9 @@ static int translate_where(tr_ctx *t, const ir_node *n, const op_row *r) {
   {"", name, lo, hi, claim_same_types, translate_binary, OP_SHAPELESS, types, op, NULL}
 #define UNARY(name, lo, hi, op, types) \
   {"", name, lo, hi, NULL, translate_unary, OP_SHAPELESS, types, op, NULL}
+#define VARIADIC(name, lo, hi, op, types) \
+  {"", name, lo, hi, claim_same_types, translate_variadic, OP_SHAPELESS, types, op, \
+   "variadic, numpy broadcasting"}
 
 const op_row ops_elementwise_rows[] = {
     BINARY("Add", 7, 14, MX_ADD, OP_NUMERIC),
@@ -132,17 +306,66 @@ const op_row ops_elementwise_rows[] = {
     {"", "Div", 7, 14, claim_same_types, translate_div, OP_SHAPELESS, OP_NUMERIC, MX_DIVIDE,
      "integer division truncates toward zero"},
     {"", "Pow", 7, 15, NULL, translate_pow, OP_SHAPELESS, OP_NUMERIC, MX_POWER, NULL},
+    {"", "Mod", 10, 13, claim_mod, translate_mod, OP_SHAPELESS, OP_NUMERIC, 0,
+     "fmod=0: sign of the divisor; fmod=1: sign of the dividend; floats with fmod=0 declined"},
+    VARIADIC("Max", 6, 13, MX_MAXIMUM, OP_NUMERIC),
+    VARIADIC("Min", 6, 13, MX_MINIMUM, OP_NUMERIC),
+    {"", "Sum", 6, 13, claim_same_types, translate_variadic, OP_SHAPELESS, OP_FLOATS, MX_ADD,
+     "variadic, numpy broadcasting; half types accumulate in float32"},
+    {"", "Mean", 6, 13, claim_same_types, translate_variadic, OP_SHAPELESS, OP_FLOATS,
+     MX_DIVIDE, "variadic, numpy broadcasting; half types accumulate in float32"},
+    {"", "Clip", 6, 10, NULL, translate_clip_attr, OP_SHAPELESS, OP_FLOATS, 0,
+     "min/max attributes"},
+    {"", "Clip", 11, 11, claim_clip, translate_clip_inputs, OP_SHAPELESS, OP_FLOATS, 0,
+     "optional scalar min/max inputs"},
+    {"", "Clip", 12, 13, claim_clip, translate_clip_inputs, OP_SHAPELESS, OP_NUMERIC, 0,
+     "optional scalar min/max inputs; integers from opset 12"},
     BINARY("Equal", 7, 19, MX_EQUAL, OP_ALL),
     BINARY("Less", 7, 13, MX_LESS, OP_NUMERIC),
     BINARY("Greater", 7, 13, MX_GREATER, OP_NUMERIC),
+    BINARY("LessOrEqual", 12, 16, MX_LESS_EQUAL, OP_NUMERIC),
+    BINARY("GreaterOrEqual", 12, 16, MX_GREATER_EQUAL, OP_NUMERIC),
     UNARY("Not", 1, 1, MX_LOGICAL_NOT, OP_T(IR_BOOL)),
+    BINARY("And", 7, 7, MX_LOGICAL_AND, OP_T(IR_BOOL)),
+    BINARY("Or", 7, 7, MX_LOGICAL_OR, OP_T(IR_BOOL)),
+    BINARY("Xor", 7, 7, MX_NOT_EQUAL, OP_T(IR_BOOL)),
     {"", "Where", 9, 16, claim_where, translate_where, OP_SHAPELESS, OP_T(IR_BOOL), 0, NULL},
+    BINARY("BitwiseAnd", 18, 18, MX_BITWISE_AND, OP_INTS),
+    BINARY("BitwiseOr", 18, 18, MX_BITWISE_OR, OP_INTS),
+    BINARY("BitwiseXor", 18, 18, MX_BITWISE_XOR, OP_INTS),
+    UNARY("BitwiseNot", 18, 18, MX_BITWISE_INVERT, OP_INTS),
+    {"", "BitShift", 11, 11, claim_bitshift, translate_bitshift, OP_SHAPELESS, OP_UNSIGNED, 0,
+     "direction LEFT or RIGHT; shifts by the type's width or more are undefined (as in C)"},
     UNARY("Neg", 6, 13, MX_NEG, OP_FLOATS | OP_SIGNED),
     UNARY("Abs", 6, 13, MX_ABS, OP_NUMERIC),
+    UNARY("Sign", 9, 13, MX_SIGN, OP_NUMERIC),
     UNARY("Exp", 6, 13, MX_EXP, OP_FLOATS),
     UNARY("Log", 6, 13, MX_LOG, OP_FLOATS),
     UNARY("Sqrt", 6, 13, MX_SQRT, OP_FLOATS),
     UNARY("Reciprocal", 6, 13, MX_RECIPROCAL, OP_FLOATS),
     UNARY("Erf", 9, 13, MX_ERF, OP_FLOATS),
+    UNARY("Sin", 7, 22, MX_SIN, OP_FLOATS),
+    UNARY("Cos", 7, 22, MX_COS, OP_FLOATS),
+    UNARY("Tan", 7, 22, MX_TAN, OP_FLOATS),
+    UNARY("Asin", 7, 22, MX_ASIN, OP_FLOATS),
+    UNARY("Acos", 7, 22, MX_ACOS, OP_FLOATS),
+    UNARY("Atan", 7, 22, MX_ATAN, OP_FLOATS),
+    UNARY("Sinh", 9, 22, MX_SINH, OP_FLOATS),
+    UNARY("Cosh", 9, 22, MX_COSH, OP_FLOATS),
+    UNARY("Asinh", 9, 22, MX_ASINH, OP_FLOATS),
+    UNARY("Acosh", 9, 22, MX_ACOSH, OP_FLOATS),
+    UNARY("Atanh", 9, 22, MX_ATANH, OP_FLOATS),
+    UNARY("Floor", 6, 13, MX_FLOOR, OP_FLOATS),
+    UNARY("Ceil", 6, 13, MX_CEIL, OP_FLOATS),
+    {"", "Round", 11, 22, NULL, translate_unary, OP_SHAPELESS, OP_FLOATS, MX_ROUND,
+     "halves round to even"},
+    UNARY("IsNaN", 9, 20, MX_ISNAN, OP_FLOATS),
+    {"", "IsInf", 10, 20, NULL, translate_isinf, OP_SHAPELESS, OP_FLOATS, 0,
+     "detect_positive / detect_negative"},
+    {"", "CastLike", 15, 25, NULL, translate_castlike, OP_SHAPELESS, 0, 0,
+     "converts as Cast does; float8/int4/string/float64 declined; saturate and round_mode "
+     "(float8 only) ignored"},
+    {"", "BitCast", 26, 26, claim_bitcast, translate_bitcast, OP_SHAPE_KEYED, 0, 0,
+     "same-size types only; shape-keyed: MLX's view has no shapeless form"},
     OP_ROWS_END,
 };

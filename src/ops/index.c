@@ -12,7 +12,9 @@
 #include "ops/families.h"
 #include "plan/translate.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 enum { SLICE_ATTRS = 0, SLICE_INPUTS = 1 };
 
@@ -150,6 +152,41 @@ static int translate_slice(tr_ctx *t, const ir_node *n, const op_row *r) {
   return tr_out(t, 0, y);
 }
 
+/* --- index checks shared by the gathers and scatters ------------------------------------- */
+/* Wraps indices from [-dim, dim) into [0, dim), records that range as a run-time check with
+ * `message` (an index outside it fails the run, naming the node) and clamps, so the read or write
+ * that follows never leaves the axis. dim is a scalar in idx's dtype or, for the ND ops, one
+ * entry per index component (it broadcasts along idx's last axis); every dim must be positive. */
+static int checked_index(tr_ctx *t, mx_array idx, mx_array dim, const char *message,
+                         mx_array *out) {
+  mx_dtype it = mx_dtype_of(idx);
+  mx_array zero, one, lo, last, ge, lt, ok, neg, shifted, wrapped;
+  TR_TRY(mx_scalar_int(t->mx, &zero, 0, it));
+  TR_TRY(mx_scalar_int(t->mx, &one, 1, it));
+  TR_TRY(mx_unary(t->mx, &lo, MX_NEG, dim));
+  TR_TRY(mx_binary(t->mx, &last, MX_SUBTRACT, dim, one));
+  TR_TRY(mx_binary(t->mx, &ge, MX_GREATER_EQUAL, idx, lo));
+  TR_TRY(mx_binary(t->mx, &lt, MX_LESS, idx, dim));
+  TR_TRY(mx_binary(t->mx, &ok, MX_LOGICAL_AND, ge, lt));
+  /* Reduced to a scalar here, so an empty index array needs no reshape in the check. */
+  int all_axes[MX_MAX_RANK], nd = mx_ndim(ok);
+  for (int i = 0; i < nd; i++) all_axes[i] = i;
+  if (nd > 0) TR_TRY(mx_reduce(t->mx, &ok, MX_ALL, ok, all_axes, nd, false));
+  TR_TRY(tr_check_that(t, ok, "%s", message));
+  TR_TRY(mx_binary(t->mx, &neg, MX_LESS, idx, zero));
+  TR_TRY(mx_binary(t->mx, &shifted, MX_ADD, idx, dim));
+  TR_TRY(mx_where(t->mx, &wrapped, neg, shifted, idx));
+  return mx_clip(t->mx, out, wrapped, zero, last);
+}
+
+/* Declines an output whose known rank exceeds what MLX arrays hold. */
+static bool rank_ok(const ir_value *y, op_why why) {
+  if (y && y->rank > MX_MAX_RANK)
+    return op_decline(why, "the output has rank %d; MLX arrays hold at most %d dimensions",
+                      y->rank, MX_MAX_RANK);
+  return true;
+}
+
 /* --- Gather ------------------------------------------------------------------------------ */
 static bool claim_gather(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
   (void)r;
@@ -183,27 +220,596 @@ static int translate_gather(tr_ctx *t, const ir_node *n, const op_row *r) {
     TR_TRY(mx_take(t->mx, &y, x, idx, axis));
     return tr_out(t, 0, y);
   }
-  mx_array lo, hi, zero, last, ge, lt, ok, neg, shifted, wrapped, safe;
-  TR_TRY(mx_scalar_int(t->mx, &lo, -(int64_t)dim, it));
+  mx_array hi, safe;
+  char msg[96];
+  snprintf(msg, sizeof msg, "index out of range: indices must lie in [%d, %d) for axis %d", -dim,
+           dim, axis);
   TR_TRY(mx_scalar_int(t->mx, &hi, dim, it));
-  TR_TRY(mx_scalar_int(t->mx, &zero, 0, it));
-  TR_TRY(mx_scalar_int(t->mx, &last, dim - 1, it));
-  TR_TRY(mx_binary(t->mx, &ge, MX_GREATER_EQUAL, idx, lo));
-  TR_TRY(mx_binary(t->mx, &lt, MX_LESS, idx, hi));
-  TR_TRY(mx_binary(t->mx, &ok, MX_LOGICAL_AND, ge, lt));
-  /* Reduced to a scalar here: tr_check_that's own reduction passes no axes, which MLX reads as
-   * "reduce none", and the check would then hold one flag per index. */
-  int all_axes[MX_MAX_RANK], nd = mx_ndim(ok);
-  for (int i = 0; i < nd; i++) all_axes[i] = i;
-  if (nd > 0) TR_TRY(mx_reduce(t->mx, &ok, MX_ALL, ok, all_axes, nd, false));
-  TR_TRY(tr_check_that(t, ok, "index out of range: indices must lie in [%d, %d) for axis %d",
-                       -dim, dim, axis));
-  TR_TRY(mx_binary(t->mx, &neg, MX_LESS, idx, zero));
-  TR_TRY(mx_binary(t->mx, &shifted, MX_ADD, idx, hi));
-  TR_TRY(mx_where(t->mx, &wrapped, neg, shifted, idx));
-  TR_TRY(mx_clip(t->mx, &safe, wrapped, zero, last));
+  TR_TRY(checked_index(t, idx, hi, msg, &safe));
   TR_TRY(mx_take(t->mx, &y, x, safe, axis));
   return tr_out(t, 0, y);
+}
+
+/* --- shared index helpers ---------------------------------------------------------------- */
+static bool int_indices(const ir_value *v) {
+  return v && (v->elem_type == IR_INT32 || v->elem_type == IR_INT64);
+}
+
+/* A 1-D array of the given int64 values, in dtype. */
+static int ints_array(tr_ctx *t, const int64_t *vals, int count, mx_dtype dtype, mx_array *out) {
+  TR_TRY(mx_from_data(t->mx, out, vals, &count, 1, MX_INT64));
+  return dtype == MX_INT64 ? MX_OK : mx_astype(t->mx, out, *out, dtype);
+}
+
+/* An arange over [0, n) shaped to broadcast along `axis` of a rank-`rank` array. */
+static int axis_positions(tr_ctx *t, int n, int axis, int rank, mx_dtype dtype, mx_array *out) {
+  int shape[MX_MAX_RANK];
+  for (int i = 0; i < rank; i++) shape[i] = i == axis ? n : 1;
+  TR_TRY(mx_arange(t->mx, out, 0, n, 1, dtype));
+  return mx_reshape(t->mx, out, *out, shape, rank);
+}
+
+/* --- GatherElements ---------------------------------------------------------------------- */
+static bool claim_gather_elements(const ir_graph *g, const ir_node *n, const op_row *r,
+                                  op_why why) {
+  (void)r;
+  const ir_value *x = ir_input(g, n, 0), *idx = ir_input(g, n, 1);
+  int64_t axis = ir_attr_int(n, "axis", 0);
+  if (!int_indices(idx)) return op_decline(why, "indices must be int32 or int64");
+  if (x->rank == 0) return op_decline(why, "data is a scalar; GatherElements needs rank >= 1");
+  if (x->rank > 0 && (axis < -x->rank || axis >= x->rank))
+    return op_decline(why, "axis %lld is out of range for rank %d", (long long)axis, x->rank);
+  if (x->rank >= 0 && idx->rank >= 0 && x->rank != idx->rank)
+    return op_decline(why, "data has rank %d but indices rank %d; they must match", x->rank,
+                      idx->rank);
+  return true;
+}
+
+/* out[i][j][k] = data[i][idx[i][j][k]][k] (axis 1): indices may be shorter than the data on
+ * every axis, longer only on the gathered one; the data is cut to their extent elsewhere. */
+static int translate_gather_elements(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)r;
+  mx_array x = tr_in(t, 0), idx = tr_in(t, 1), dim, y;
+  int rank = mx_ndim(x), axis;
+  if (rank < 1) return tr_fail(t, "data is a scalar; GatherElements needs rank >= 1");
+  if (mx_ndim(idx) != rank)
+    return tr_fail(t, "data has rank %d but indices rank %d; they must match", rank,
+                   mx_ndim(idx));
+  TR_TRY(tr_axis(t, ir_attr_int(n, "axis", 0), rank, &axis));
+  int start[MX_MAX_RANK], stop[MX_MAX_RANK], stride[MX_MAX_RANK];
+  bool cut = false;
+  for (int i = 0; i < rank; i++) {
+    start[i] = 0;
+    stride[i] = 1;
+    stop[i] = mx_dim(x, i);
+    if (i == axis) continue;
+    if (mx_dim(idx, i) > mx_dim(x, i))
+      return tr_fail(t, "indices dim %d is %d, larger than the data's %d", i, mx_dim(idx, i),
+                     mx_dim(x, i));
+    cut = cut || mx_dim(idx, i) < mx_dim(x, i);
+    stop[i] = mx_dim(idx, i);
+  }
+  if (mx_size(idx) == 0) {
+    mx_array zero;
+    TR_TRY(mx_scalar(t->mx, &zero, 0, mx_dtype_of(x)));
+    TR_TRY(mx_full(t->mx, &y, mx_shape(idx), rank, zero));
+    return tr_out(t, 0, y);
+  }
+  if (mx_dim(x, axis) == 0)
+    return tr_fail(t, "index out of range: axis %d of the data is empty", axis);
+  if (cut) TR_TRY(mx_slice(t->mx, &x, x, start, stop, stride, rank));
+  TR_TRY(mx_scalar_int(t->mx, &dim, mx_dim(x, axis), mx_dtype_of(idx)));
+  char msg[96];
+  snprintf(msg, sizeof msg, "index out of range: indices must lie in [%d, %d) for axis %d",
+           -mx_dim(x, axis), mx_dim(x, axis), axis);
+  TR_TRY(checked_index(t, idx, dim, msg, &idx));
+  TR_TRY(mx_take_along_axis(t->mx, &y, x, idx, axis));
+  return tr_out(t, 0, y);
+}
+
+/* --- GatherND ---------------------------------------------------------------------------- */
+static bool claim_gather_nd(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
+  (void)r;
+  const ir_value *x = ir_input(g, n, 0), *idx = ir_input(g, n, 1);
+  int64_t b = ir_attr_int(n, "batch_dims", 0);
+  if (!idx || idx->elem_type != IR_INT64) return op_decline(why, "indices must be int64");
+  if (b < 0) return op_decline(why, "batch_dims is %lld; it must be >= 0", (long long)b);
+  if ((x->rank >= 0 && b >= x->rank) || (idx->rank >= 0 && b >= idx->rank))
+    return op_decline(why, "batch_dims %lld must be less than both ranks", (long long)b);
+  if (x->rank >= 0 && idx->rank > 0 && idx->dims[idx->rank - 1] > x->rank - b)
+    return op_decline(why, "indices' last dim %lld exceeds data rank %d minus batch_dims",
+                      (long long)idx->dims[idx->rank - 1], x->rank);
+  return rank_ok(ir_output(g, n, 0), why);
+}
+
+/* Splits (..., k) indices into k index arrays over axes b..b+k-1 (each wrapped and checked
+ * against its own dim, which broadcasts along the last axis), adds arange index arrays for the
+ * b batch axes, and gathers whole slices of the remaining axes. */
+static int translate_gather_nd(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)r;
+  mx_array x = tr_in(t, 0), idx = tr_in(t, 1), y;
+  int rank = mx_ndim(x), q = mx_ndim(idx), b = (int)ir_attr_int(n, "batch_dims", 0);
+  if (q < 1 || b < 0 || b >= q || b >= rank)
+    return tr_fail(t, "batch_dims %d must be less than the data rank %d and indices rank %d", b,
+                   rank, q);
+  int k = mx_dim(idx, q - 1);
+  if (k > rank - b)
+    return tr_fail(t, "indices' last dim %d exceeds data rank %d minus batch_dims %d", k, rank, b);
+  for (int i = 0; i < b; i++)
+    if (mx_dim(idx, i) != mx_dim(x, i))
+      return tr_fail(t, "batch dim %d is %d in the indices but %d in the data", i,
+                     mx_dim(idx, i), mx_dim(x, i));
+  int out_shape[2 * MX_MAX_RANK], out_rank = 0, slice[MX_MAX_RANK], axes[MX_MAX_RANK];
+  size_t tuples = 1;
+  for (int i = 0; i < q - 1; i++) {
+    out_shape[out_rank++] = mx_dim(idx, i);
+    tuples *= (size_t)mx_dim(idx, i);
+  }
+  for (int i = b + k; i < rank; i++) out_shape[out_rank++] = mx_dim(x, i);
+  if (out_rank > MX_MAX_RANK)
+    return tr_fail(t, "the output would have rank %d; MLX holds at most %d", out_rank,
+                   MX_MAX_RANK);
+  if (tuples == 0 || mx_size(x) == 0) {
+    for (int i = 0; i < b + k && tuples; i++)
+      if (mx_dim(x, i) == 0) return tr_fail(t, "index out of range: axis %d of the data is empty", i);
+    mx_array zero;
+    TR_TRY(mx_scalar(t->mx, &zero, 0, mx_dtype_of(x)));
+    TR_TRY(mx_full(t->mx, &y, out_shape, out_rank, zero));
+    return tr_out(t, 0, y);
+  }
+  mx_array parts[MX_MAX_RANK];
+  if (k > 0) {
+    int64_t dims[MX_MAX_RANK];
+    mx_array dim;
+    for (int j = 0; j < k; j++) dims[j] = mx_dim(x, b + j);
+    TR_TRY(ints_array(t, dims, k, mx_dtype_of(idx), &dim));
+    TR_TRY(checked_index(t, idx, dim, "index out of range: each index must lie in [-dim, dim) "
+                         "of the axis it addresses", &idx));
+  }
+  int start[MX_MAX_RANK], stop[MX_MAX_RANK], stride[MX_MAX_RANK], last = q - 1;
+  for (int i = 0; i < q; i++) {
+    start[i] = 0;
+    stop[i] = mx_dim(idx, i);
+    stride[i] = 1;
+  }
+  for (int i = 0; i < b; i++) {
+    TR_TRY(axis_positions(t, mx_dim(x, i), i, q - 1, mx_dtype_of(idx), &parts[i]));
+  }
+  for (int j = 0; j < k; j++) {
+    start[last] = j;
+    stop[last] = j + 1;
+    TR_TRY(mx_slice(t->mx, &parts[b + j], idx, start, stop, stride, q));
+    TR_TRY(mx_squeeze(t->mx, &parts[b + j], parts[b + j], &last, 1));
+  }
+  for (int i = 0; i < rank; i++) {
+    axes[i] = i;
+    slice[i] = i < b + k ? 1 : mx_dim(x, i);
+  }
+  if (b + k == 0) { /* no index tuple entries: each tuple selects the whole data */
+    int lead[MX_MAX_RANK], full[2 * MX_MAX_RANK];
+    for (int i = 0; i < q - 1; i++) lead[i] = i;
+    for (int i = 0; i < out_rank; i++) full[i] = out_shape[i];
+    if (q > 1) TR_TRY(mx_expand_dims(t->mx, &x, x, lead, q - 1));
+    TR_TRY(mx_broadcast_to(t->mx, &y, x, full, out_rank));
+    return tr_out(t, 0, y);
+  }
+  TR_TRY(mx_gather(t->mx, &y, x, parts, b + k, axes, slice));
+  TR_TRY(mx_reshape(t->mx, &y, y, out_shape, out_rank));
+  return tr_out(t, 0, y);
+}
+
+/* --- ScatterElements and ScatterND ------------------------------------------------------- */
+/* Which reductions a row's opset defines (the row's code). */
+enum { REDUCE_NONE_ONLY = 0, REDUCE_ADD_MUL = 1, REDUCE_ALL = 2 };
+
+static int scatter_reduction(const ir_node *n, int code, mx_scatter_op *op) {
+  const char *s = ir_attr_string(n, "reduction", "none");
+  static const struct {
+    const char *name;
+    mx_scatter_op op;
+    int since;
+  } known[] = {{"none", MX_SCATTER_SET, REDUCE_NONE_ONLY}, {"add", MX_SCATTER_ADD, REDUCE_ADD_MUL},
+               {"mul", MX_SCATTER_PROD, REDUCE_ADD_MUL},  {"max", MX_SCATTER_MAX, REDUCE_ALL},
+               {"min", MX_SCATTER_MIN, REDUCE_ALL}};
+  for (size_t i = 0; i < sizeof known / sizeof *known; i++)
+    if (strcmp(s, known[i].name) == 0 && code >= known[i].since) {
+      *op = known[i].op;
+      return 0;
+    }
+  return -1;
+}
+
+static bool claim_scatter_common(const ir_graph *g, const ir_node *n, const op_row *r,
+                                 op_why why) {
+  const ir_value *x = ir_input(g, n, 0), *u = ir_input(g, n, 2);
+  mx_scatter_op op;
+  if (scatter_reduction(n, r->code, &op) != 0)
+    return op_decline(why, "reduction '%s' is not defined at opset %d (add/mul from 16, max/min "
+                           "from 18)",
+                      ir_attr_string(n, "reduction", "none"), n->since_version);
+  if (u && u->elem_type != x->elem_type)
+    return op_decline(why, "updates are %s but data is %s", ir_elem_name(u->elem_type),
+                      ir_elem_name(x->elem_type));
+  if (x->rank >= MX_MAX_RANK)
+    return op_decline(why, "data has rank %d; at most %d is supported", x->rank, MX_MAX_RANK - 1);
+  return true;
+}
+
+/* Bool has no arithmetic: add is logical or (max), mul logical and (min). */
+static mx_scatter_op bool_safe(mx_scatter_op op, mx_dtype dt) {
+  if (dt != MX_BOOL) return op;
+  return op == MX_SCATTER_ADD ? MX_SCATTER_MAX : op == MX_SCATTER_PROD ? MX_SCATTER_MIN : op;
+}
+
+static bool claim_scatter_elements(const ir_graph *g, const ir_node *n, const op_row *r,
+                                   op_why why) {
+  const ir_value *x = ir_input(g, n, 0), *idx = ir_input(g, n, 1);
+  int64_t axis = ir_attr_int(n, "axis", 0);
+  if (!int_indices(idx)) return op_decline(why, "indices must be int32 or int64");
+  if (x->rank == 0) return op_decline(why, "data is a scalar; ScatterElements needs rank >= 1");
+  if (x->rank > 0 && (axis < -x->rank || axis >= x->rank))
+    return op_decline(why, "axis %lld is out of range for rank %d", (long long)axis, x->rank);
+  return claim_scatter_common(g, n, r, why);
+}
+
+/* Every update lands at its own position except along axis, where the (wrapped, checked,
+ * clamped) index says: one MLX scatter over all axes with flattened coordinates. */
+static int translate_scatter_elements(tr_ctx *t, const ir_node *n, const op_row *r) {
+  mx_array x = tr_in(t, 0), idx = tr_in(t, 1), upd = tr_in(t, 2), dim, y;
+  int rank = mx_ndim(x), axis, flat = -1;
+  mx_scatter_op op;
+  if (scatter_reduction(n, r->code, &op) != 0) return tr_fail(t, "unknown reduction");
+  if (rank < 1) return tr_fail(t, "data is a scalar; ScatterElements needs rank >= 1");
+  if (rank >= MX_MAX_RANK) return tr_fail(t, "data rank %d is too large", rank);
+  TR_TRY(tr_axis(t, ir_attr_int(n, "axis", 0), rank, &axis));
+  if (mx_ndim(idx) != rank || mx_ndim(upd) != rank)
+    return tr_fail(t, "data, indices and updates must share a rank (%d, %d, %d)", rank,
+                   mx_ndim(idx), mx_ndim(upd));
+  for (int i = 0; i < rank; i++) {
+    if (mx_dim(upd, i) != mx_dim(idx, i))
+      return tr_fail(t, "updates and indices differ on dim %d (%d vs %d)", i, mx_dim(upd, i),
+                     mx_dim(idx, i));
+    if (i != axis && mx_dim(idx, i) > mx_dim(x, i))
+      return tr_fail(t, "indices dim %d is %d, larger than the data's %d", i, mx_dim(idx, i),
+                     mx_dim(x, i));
+  }
+  if (mx_size(idx) == 0) return tr_out(t, 0, x);
+  if (mx_dim(x, axis) == 0)
+    return tr_fail(t, "index out of range: axis %d of the data is empty", axis);
+  mx_dtype it = mx_dtype_of(idx);
+  char msg[96];
+  snprintf(msg, sizeof msg, "index out of range: indices must lie in [%d, %d) for axis %d",
+           -mx_dim(x, axis), mx_dim(x, axis), axis);
+  TR_TRY(mx_scalar_int(t->mx, &dim, mx_dim(x, axis), it));
+  TR_TRY(checked_index(t, idx, dim, msg, &idx));
+  mx_array coords[MX_MAX_RANK];
+  int axes[MX_MAX_RANK], ushape[MX_MAX_RANK];
+  for (int i = 0; i < rank; i++) {
+    axes[i] = i;
+    if (i == axis) coords[i] = idx;
+    else TR_TRY(axis_positions(t, mx_dim(idx, i), i, rank, it, &coords[i]));
+    TR_TRY(mx_broadcast_to(t->mx, &coords[i], coords[i], mx_shape(idx), rank));
+    TR_TRY(mx_reshape(t->mx, &coords[i], coords[i], &flat, 1));
+  }
+  ushape[0] = (int)mx_size(upd);
+  for (int i = 0; i < rank; i++) ushape[i + 1] = 1;
+  TR_TRY(mx_reshape(t->mx, &upd, upd, ushape, rank + 1));
+  TR_TRY(mx_scatter(t->mx, &y, bool_safe(op, mx_dtype_of(x)), x, coords, rank, upd, axes));
+  return tr_out(t, 0, y);
+}
+
+static bool claim_scatter_nd(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
+  const ir_value *idx = ir_input(g, n, 1);
+  if (!idx || idx->elem_type != IR_INT64) return op_decline(why, "indices must be int64");
+  if (idx->rank == 0) return op_decline(why, "indices is a scalar; ScatterND needs rank >= 1");
+  if (idx->rank > 0 && idx->dims[idx->rank - 1] == 0)
+    return op_decline(why, "indices' last dim is 0 (whole-tensor updates are not translated)");
+  return claim_scatter_common(g, n, r, why);
+}
+
+/* (..., k) indices address slices of the first k axes: flattened to M tuples, each component
+ * wrapped and checked against its axis, the updates reshaped to (M, 1 x k, slice dims). */
+static int translate_scatter_nd(tr_ctx *t, const ir_node *n, const op_row *r) {
+  mx_array x = tr_in(t, 0), idx = tr_in(t, 1), upd = tr_in(t, 2), dim, y;
+  int rank = mx_ndim(x), q = mx_ndim(idx);
+  mx_scatter_op op;
+  if (scatter_reduction(n, r->code, &op) != 0) return tr_fail(t, "unknown reduction");
+  if (q < 1) return tr_fail(t, "indices is a scalar; ScatterND needs rank >= 1");
+  if (rank >= MX_MAX_RANK) return tr_fail(t, "data rank %d is too large", rank);
+  int k = mx_dim(idx, q - 1);
+  if (k < 1 || k > rank)
+    return tr_fail(t, "indices' last dim is %d; it must lie in [1, %d]", k, rank);
+  bool same = mx_ndim(upd) == q - 1 + rank - k;
+  for (int i = 0; same && i < q - 1; i++) same = mx_dim(upd, i) == mx_dim(idx, i);
+  for (int i = k; same && i < rank; i++) same = mx_dim(upd, q - 1 + i - k) == mx_dim(x, i);
+  if (!same)
+    return tr_fail(t, "updates must have shape indices.shape[:-1] + data.shape[%d:]", k);
+  size_t tuples = mx_size(idx) / (size_t)k;
+  if (tuples == 0) return tr_out(t, 0, x);
+  int64_t dims[MX_MAX_RANK];
+  for (int j = 0; j < k; j++) {
+    dims[j] = mx_dim(x, j);
+    if (dims[j] == 0) return tr_fail(t, "index out of range: axis %d of the data is empty", j);
+  }
+  TR_TRY(ints_array(t, dims, k, MX_INT64, &dim));
+  TR_TRY(checked_index(t, idx, dim, "index out of range: each index must lie in [-dim, dim) "
+                       "of the axis it addresses", &idx));
+  int m = (int)tuples, flat[2] = {m, k}, start[2] = {0, 0}, stop[2] = {m, 0}, stride[2] = {1, 1};
+  int axes[MX_MAX_RANK], ushape[MX_MAX_RANK], one = 1;
+  mx_array coords[MX_MAX_RANK];
+  TR_TRY(mx_reshape(t->mx, &idx, idx, flat, 2));
+  for (int j = 0; j < k; j++) {
+    axes[j] = j;
+    start[1] = j;
+    stop[1] = j + 1;
+    TR_TRY(mx_slice(t->mx, &coords[j], idx, start, stop, stride, 2));
+    TR_TRY(mx_squeeze(t->mx, &coords[j], coords[j], &one, 1));
+  }
+  ushape[0] = m;
+  for (int i = 0; i < rank; i++) ushape[i + 1] = i < k ? 1 : mx_dim(x, i);
+  TR_TRY(mx_reshape(t->mx, &upd, upd, ushape, rank + 1));
+  TR_TRY(mx_scatter(t->mx, &y, bool_safe(op, mx_dtype_of(x)), x, coords, k, upd, axes));
+  return tr_out(t, 0, y);
+}
+
+/* --- OneHot ------------------------------------------------------------------------------ */
+static bool claim_one_hot(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
+  (void)r;
+  const ir_value *idx = ir_input(g, n, 0), *depth = ir_input(g, n, 1);
+  int64_t axis = ir_attr_int(n, "axis", -1);
+  if (idx->rank >= 0 && (axis < -idx->rank - 1 || axis > idx->rank))
+    return op_decline(why, "axis %lld is out of range for an output of rank %d", (long long)axis,
+                      idx->rank + 1);
+  if (idx->rank >= MX_MAX_RANK)
+    return op_decline(why, "the output would have rank %d; MLX holds at most %d", idx->rank + 1,
+                      MX_MAX_RANK);
+  if (depth->elem_type == IR_BOOL) return op_decline(why, "depth must be numeric");
+  return true;
+}
+
+/* Indices (any numeric type, truncated toward zero) in [-depth, -1] wrap; any other value out
+ * of range gives an all-off row. depth is read on the host. */
+static int translate_one_hot(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)r;
+  mx_array idx = tr_in(t, 0), vals = tr_in(t, 2), on, off, zero, d, neg, shifted, pos, eq, y;
+  double depth_value;
+  TR_TRY(tr_host_scalar(t, 1, &depth_value));
+  if (!(depth_value >= 1) || depth_value > INT32_MAX)
+    return tr_fail(t, "depth is %g; it must be a positive count", depth_value);
+  int depth = (int)depth_value, rank = mx_ndim(idx) + 1, axis;
+  if (rank > MX_MAX_RANK) return tr_fail(t, "the output would have rank %d", rank);
+  TR_TRY(tr_axis(t, ir_attr_int(n, "axis", -1), rank, &axis));
+  if (mx_size(vals) != 2) return tr_fail(t, "values must hold [off, on], not %zu values",
+                                         mx_size(vals));
+  int flat = -1, s0 = 0, s1 = 1, s2 = 2, one = 1;
+  TR_TRY(mx_reshape(t->mx, &vals, vals, &flat, 1));
+  TR_TRY(mx_slice(t->mx, &off, vals, &s0, &s1, &one, 1));
+  TR_TRY(mx_slice(t->mx, &on, vals, &s1, &s2, &one, 1));
+  TR_TRY(mx_reshape(t->mx, &off, off, NULL, 0));
+  TR_TRY(mx_reshape(t->mx, &on, on, NULL, 0));
+  if (mx_dtype_of(idx) != MX_INT64) TR_TRY(mx_astype(t->mx, &idx, idx, MX_INT64));
+  TR_TRY(mx_scalar_int(t->mx, &zero, 0, MX_INT64));
+  TR_TRY(mx_scalar_int(t->mx, &d, depth, MX_INT64));
+  TR_TRY(mx_binary(t->mx, &neg, MX_LESS, idx, zero));
+  TR_TRY(mx_binary(t->mx, &shifted, MX_ADD, idx, d));
+  TR_TRY(mx_where(t->mx, &idx, neg, shifted, idx));
+  TR_TRY(mx_expand_dims(t->mx, &idx, idx, &axis, 1));
+  TR_TRY(axis_positions(t, depth, axis, rank, MX_INT64, &pos));
+  TR_TRY(mx_binary(t->mx, &eq, MX_EQUAL, idx, pos));
+  TR_TRY(mx_where(t->mx, &y, eq, on, off));
+  return tr_out(t, 0, y);
+}
+
+/* --- host-evaluated ops: Compress, NonZero, Unique --------------------------------------- */
+/* Evaluates input i cast to dtype and hands back its row-major host data (valid while the
+ * returned array lives). Counts a host read unless the input is a constant. */
+static int host_view(tr_ctx *t, int i, mx_array a, mx_dtype dtype, const void **data) {
+  if (mx_dtype_of(a) != dtype) TR_TRY(mx_astype(t->mx, &a, a, dtype));
+  if (i >= 0 && !tr_input_is_constant(t, i)) t->host_reads++;
+  return mx_host_data(t->mx, a, data);
+}
+
+static bool claim_compress(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
+  const ir_value *x = ir_input(g, n, 0), *c = ir_input(g, n, 1);
+  const ir_attr *a = ir_find_attr(n, "axis");
+  if (c->elem_type != IR_BOOL) return op_decline(why, "condition must be bool");
+  if (c->rank >= 0 && c->rank != 1)
+    return op_decline(why, "condition has rank %d; it must be 1-D", c->rank);
+  if (a && r->code == 0 && a->i < 0)
+    return op_decline(why, "axis %lld is negative; opset %d defines only non-negative axes "
+                           "(negative axes need opset 11)",
+                      (long long)a->i, n->since_version);
+  if (a && x->rank >= 0 && (a->i < -x->rank || a->i >= x->rank))
+    return op_decline(why, "axis %lld is out of range for rank %d", (long long)a->i, x->rank);
+  return true;
+}
+
+/* The condition is read on the host (the output's length depends on it); its first
+ * min(len, dim) entries select along axis, or over the flattened input without one. */
+static int translate_compress(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)r;
+  mx_array x = tr_in(t, 0), c = tr_in(t, 1), pos, y;
+  const ir_attr *a = ir_find_attr(n, "axis");
+  int axis = 0, flat = -1;
+  if (mx_ndim(c) != 1) return tr_fail(t, "condition has rank %d; it must be 1-D", mx_ndim(c));
+  if (a) TR_TRY(tr_axis(t, a->i, mx_ndim(x), &axis));
+  else TR_TRY(mx_reshape(t->mx, &x, x, &flat, 1));
+  const void *data;
+  TR_TRY(host_view(t, 1, c, MX_BOOL, &data));
+  const bool *cond = data;
+  size_t len = mx_size(c), dim = (size_t)mx_dim(x, axis), count = 0;
+  int64_t *keep = malloc(sizeof(int64_t) * (dim + 1));
+  if (!keep) return tr_fail(t, "out of memory");
+  for (size_t i = 0; i < len && i < dim; i++)
+    if (cond[i]) keep[count++] = (int64_t)i;
+  int rc = ints_array(t, keep, (int)count, MX_INT64, &pos);
+  free(keep);
+  TR_TRY(rc);
+  TR_TRY(mx_take(t->mx, &y, x, pos, axis));
+  return tr_out(t, 0, y);
+}
+
+/* (rank, count) int64 coordinates of the nonzero elements in row-major order; a scalar counts
+ * as shape (1), as in ONNX Runtime. Evaluated on the host. */
+static int translate_nonzero(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)n, (void)r;
+  mx_array x = tr_in(t, 0), y;
+  const void *data;
+  TR_TRY(host_view(t, 0, x, MX_BOOL, &data));
+  const bool *nz = data;
+  int rank = mx_ndim(x), rows = rank ? rank : 1;
+  size_t size = mx_size(x), count = 0;
+  for (size_t i = 0; i < size; i++) count += nz[i];
+  if (count > INT32_MAX) return tr_fail(t, "too many nonzero elements for an MLX shape");
+  int64_t *out = malloc(sizeof(int64_t) * ((size_t)rows * count + 1));
+  if (!out) return tr_fail(t, "out of memory");
+  for (size_t i = 0, c = 0; i < size; i++) {
+    if (!nz[i]) continue;
+    size_t rest = i;
+    for (int d = rank - 1; d >= 0; d--) {
+      out[(size_t)d * count + c] = (int64_t)(rest % (size_t)mx_dim(x, d));
+      rest /= (size_t)mx_dim(x, d);
+    }
+    if (rank == 0) out[c] = 0;
+    c++;
+  }
+  int shape[2] = {rows, (int)count};
+  int rc = mx_from_data(t->mx, &y, out, shape, 2, MX_INT64);
+  free(out);
+  TR_TRY(rc);
+  return tr_out(t, 0, y);
+}
+
+/* Unique compares elements (or slices along axis) by value: floats as float32 (exact for
+ * float16/bfloat16; NaN equals NaN and sorts last), signed ints and bool as int64, unsigned as
+ * uint64. */
+typedef struct unique_keys {
+  const void *data;
+  mx_dtype kind; /* MX_FLOAT32, MX_INT64 or MX_UINT64 */
+  size_t len;    /* elements per key */
+} unique_keys;
+
+static int unique_cmp(const unique_keys *u, int64_t a, int64_t b) {
+  for (size_t k = 0; k < u->len; k++) {
+    size_t i = (size_t)a * u->len + k, j = (size_t)b * u->len + k;
+    if (u->kind == MX_FLOAT32) {
+      float p = ((const float *)u->data)[i], q = ((const float *)u->data)[j];
+      bool pn = p != p, qn = q != q;
+      if (pn || qn) {
+        if (pn != qn) return pn ? 1 : -1;
+        continue;
+      }
+      if (p != q) return p < q ? -1 : 1;
+    } else if (u->kind == MX_INT64) {
+      int64_t p = ((const int64_t *)u->data)[i], q = ((const int64_t *)u->data)[j];
+      if (p != q) return p < q ? -1 : 1;
+    } else {
+      uint64_t p = ((const uint64_t *)u->data)[i], q = ((const uint64_t *)u->data)[j];
+      if (p != q) return p < q ? -1 : 1;
+    }
+  }
+  return 0;
+}
+
+/* Stable bottom-up merge sort of positions by key: equal keys keep their input order. */
+static void unique_sort(const unique_keys *u, int64_t *pos, int64_t *tmp, size_t n) {
+  for (size_t w = 1; w < n; w *= 2) {
+    for (size_t lo = 0; lo < n; lo += 2 * w) {
+      size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+      size_t i = lo, j = mid, k = lo;
+      while (i < mid && j < hi) tmp[k++] = unique_cmp(u, pos[j], pos[i]) < 0 ? pos[j++] : pos[i++];
+      while (i < mid) tmp[k++] = pos[i++];
+      while (j < hi) tmp[k++] = pos[j++];
+    }
+    memcpy(pos, tmp, n * sizeof *pos);
+  }
+}
+
+static bool claim_unique(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
+  (void)r;
+  const ir_value *x = ir_input(g, n, 0);
+  const ir_attr *a = ir_find_attr(n, "axis");
+  if (a && x->rank >= 0 && (a->i < -x->rank || a->i >= x->rank))
+    return op_decline(why, "axis %lld is out of range for rank %d", (long long)a->i, x->rank);
+  return true;
+}
+
+/* The four outputs as ONNX Runtime gives them: unique values (sorted, or in order of first
+ * occurrence with sorted=0), the first occurrence of each, each input entry's position in the
+ * output, and the counts. Keys are compared on the host; Y is gathered on the device. */
+static int translate_unique(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)r;
+  mx_array x = tr_in(t, 0), keys = x, y;
+  const ir_attr *a = ir_find_attr(n, "axis");
+  int axis = 0, flat = -1, rank = mx_ndim(x);
+  if (a) {
+    TR_TRY(tr_axis(t, a->i, rank, &axis));
+    int perm[MX_MAX_RANK], k = 1;
+    perm[0] = axis;
+    for (int i = 0; i < rank; i++)
+      if (i != axis) perm[k++] = i;
+    TR_TRY(mx_transpose(t->mx, &keys, x, perm, rank));
+  } else {
+    TR_TRY(mx_reshape(t->mx, &x, x, &flat, 1));
+    keys = x;
+  }
+  mx_dtype dt = mx_dtype_of(x);
+  unique_keys u = {NULL, mx_dtype_is_float(dt)            ? MX_FLOAT32
+                         : mx_dtype_is_unsigned_int(dt) ? MX_UINT64
+                                                        : MX_INT64,
+                   0};
+  TR_TRY(host_view(t, 0, keys, u.kind, &u.data));
+  size_t n_keys = (size_t)mx_dim(x, axis);
+  u.len = n_keys ? mx_size(x) / n_keys : 0;
+  int64_t *buf = malloc(sizeof(int64_t) * (5 * n_keys + 1));
+  if (!buf) return tr_fail(t, "out of memory");
+  int64_t *order = buf, *tmp = buf + n_keys, *first = tmp + n_keys, *counts = first + n_keys,
+          *inverse = counts + n_keys;
+  for (size_t i = 0; i < n_keys; i++) order[i] = (int64_t)i;
+  unique_sort(&u, order, tmp, n_keys);
+  size_t groups = 0; /* group g: sorted rank; tmp[pos] = its group */
+  for (size_t i = 0; i < n_keys; i++) {
+    if (i == 0 || unique_cmp(&u, order[i - 1], order[i]) != 0) {
+      first[groups] = order[i];
+      counts[groups++] = 0;
+    }
+    counts[groups - 1]++;
+    tmp[order[i]] = (int64_t)groups - 1;
+  }
+  if (ir_attr_int(n, "sorted", 1) == 0) { /* renumber groups by first occurrence */
+    int64_t *slot = order, next = 0; /* order is free now: group -> output slot */
+    for (size_t g = 0; g < groups; g++) slot[g] = -1;
+    int64_t *f2 = inverse; /* scratch for the reordered firsts and counts, copied back below */
+    for (size_t i = 0; i < n_keys; i++)
+      if (slot[tmp[i]] < 0) {
+        slot[tmp[i]] = next;
+        f2[next++] = (int64_t)i;
+      }
+    int64_t *c2 = malloc(sizeof(int64_t) * (groups + 1));
+    if (!c2) {
+      free(buf);
+      return tr_fail(t, "out of memory");
+    }
+    for (size_t g = 0; g < groups; g++) c2[slot[g]] = counts[g];
+    memcpy(counts, c2, groups * sizeof *counts);
+    memcpy(first, f2, groups * sizeof *first);
+    free(c2);
+    for (size_t i = 0; i < n_keys; i++) inverse[i] = slot[tmp[i]];
+  } else {
+    memcpy(inverse, tmp, n_keys * sizeof *inverse);
+  }
+  mx_array pos, out_first, out_inverse, out_counts;
+  int rc = ints_array(t, first, (int)groups, MX_INT64, &pos);
+  if (rc == MX_OK) rc = mx_take(t->mx, &y, x, pos, axis);
+  if (rc == MX_OK) out_first = pos;
+  if (rc == MX_OK) rc = ints_array(t, inverse, (int)n_keys, MX_INT64, &out_inverse);
+  if (rc == MX_OK) rc = ints_array(t, counts, (int)groups, MX_INT64, &out_counts);
+  free(buf);
+  TR_TRY(rc);
+  TR_TRY(tr_out(t, 0, y));
+  TR_TRY(tr_out(t, 1, out_first));
+  TR_TRY(tr_out(t, 2, out_inverse));
+  return tr_out(t, 3, out_counts);
 }
 
 const op_row ops_index_rows[] = {
@@ -214,5 +820,52 @@ const op_row ops_index_rows[] = {
      "constant; computed ones make the group eager for that read"},
     {"", "Gather", 1, 13, claim_gather, translate_gather, OP_SHAPE_KEYED, 0, 0,
      "negative indices wrap; an out-of-range index fails the run, naming the node"},
+    {"", "GatherElements", 11, 25, claim_gather_elements, translate_gather_elements,
+     OP_SHAPE_KEYED, 0, 0,
+     "negative indices wrap; an out-of-range index fails the run, naming the node"},
+    {"", "GatherND", 11, 11, claim_gather_nd, translate_gather_nd, OP_SHAPE_KEYED, 0, 0,
+     "negative indices wrap; an out-of-range index fails the run, naming the node"},
+    {"", "GatherND", 12, 25, claim_gather_nd, translate_gather_nd, OP_SHAPE_KEYED, 0, 0,
+     "batch_dims; negative indices wrap; an out-of-range index fails the run, naming the node"},
+    {"", "ScatterElements", 11, 15, claim_scatter_elements, translate_scatter_elements,
+     OP_SHAPE_KEYED, 0, REDUCE_NONE_ONLY,
+     "duplicate indices: which update lands is unspecified (ONNX Runtime: the last); an "
+     "out-of-range index fails the run, naming the node"},
+    {"", "ScatterElements", 16, 17, claim_scatter_elements, translate_scatter_elements,
+     OP_SHAPE_KEYED, 0, REDUCE_ADD_MUL,
+     "reduction none/add/mul (bool: or/and); duplicate indices with none: unspecified winner; "
+     "an out-of-range index fails the run, naming the node"},
+    {"", "ScatterElements", 18, 25, claim_scatter_elements, translate_scatter_elements,
+     OP_SHAPE_KEYED, 0, REDUCE_ALL,
+     "reduction none/add/mul/max/min (bool: add is or, mul is and); duplicate indices with none: "
+     "unspecified winner; an out-of-range index fails the run, naming the node"},
+    {"", "ScatterND", 11, 15, claim_scatter_nd, translate_scatter_nd, OP_SHAPE_KEYED, 0,
+     REDUCE_NONE_ONLY,
+     "duplicate indices: which update lands is unspecified; indices' last dim 0 declined; an "
+     "out-of-range index fails the run, naming the node"},
+    {"", "ScatterND", 16, 17, claim_scatter_nd, translate_scatter_nd, OP_SHAPE_KEYED, 0,
+     REDUCE_ADD_MUL,
+     "reduction none/add/mul (bool: or/and); duplicate indices with none: unspecified winner; "
+     "an out-of-range index fails the run, naming the node"},
+    {"", "ScatterND", 18, 25, claim_scatter_nd, translate_scatter_nd, OP_SHAPE_KEYED, 0,
+     REDUCE_ALL,
+     "reduction none/add/mul/max/min (bool: add is or, mul is and); duplicate indices with none: "
+     "unspecified winner; an out-of-range index fails the run, naming the node"},
+    {"", "OneHot", 9, 10, claim_one_hot, translate_one_hot, OP_SHAPE_KEYED, OP_NUMERIC, 0,
+     "negative indices wrap, others out of range give all-off; depth is read on the host: free "
+     "when constant; a computed depth makes the group eager for that read"},
+    {"", "OneHot", 11, 25, claim_one_hot, translate_one_hot, OP_SHAPE_KEYED, OP_NUMERIC, 0,
+     "negative indices wrap, others out of range give all-off; depth is read on the host: free "
+     "when constant; a computed depth makes the group eager for that read"},
+    {"", "Compress", 9, 10, claim_compress, translate_compress, OP_EAGER, 0, 0,
+     "data-dependent output shape: the condition is evaluated on the host every run; negative "
+     "axis declined (opset 11+)"},
+    {"", "Compress", 11, 25, claim_compress, translate_compress, OP_EAGER, 0, 1,
+     "data-dependent output shape: the condition is evaluated on the host every run"},
+    {"", "NonZero", 9, 25, NULL, translate_nonzero, OP_EAGER, 0, 0,
+     "data-dependent output shape: evaluated on the host every run"},
+    {"", "Unique", 11, 25, claim_unique, translate_unique, OP_EAGER, 0, 0,
+     "data-dependent output shape: evaluated on the host every run; NaN equals NaN and sorts "
+     "last"},
     OP_ROWS_END,
 };

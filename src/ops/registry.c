@@ -133,3 +133,9 @@ bool op_input_is_const(const ir_graph *g, const ir_node *n, int i) {
   const ir_value *v = ir_input(g, n, i);
   return v && v->is_constant;
 }
+
+op_compile_class op_node_compile_class(const op_row *row, const ir_graph *g, const ir_node *n) {
+  if (!row->node_class) return row->compile_class;
+  op_compile_class c = row->node_class(g, n);
+  return c < row->compile_class ? c : row->compile_class;
+}

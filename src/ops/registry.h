@@ -18,6 +18,8 @@ struct tr_ctx;
 struct op_row;
 
 /* How a node may be compiled (see docs/ARCHITECTURE.md, compile policy). */
+
+
 typedef enum op_compile_class {
   OP_SHAPELESS,   /* translation depends on ranks only */
   OP_SHAPE_KEYED, /* translation reads concrete shapes */
@@ -33,6 +35,9 @@ typedef struct op_why {
 typedef bool (*op_claim_fn)(const ir_graph *g, const ir_node *n, const struct op_row *row,
                             op_why why);
 typedef int (*op_translate_fn)(struct tr_ctx *t, const ir_node *n, const struct op_row *row);
+/* A node's own compile class where it can be better than the row's worst case (e.g. a scatter
+ * whose indices are constant need not read them on the host every run). */
+typedef op_compile_class (*op_node_class_fn)(const ir_graph *g, const ir_node *n);
 
 /* Element-type masks: bit (1 << IR_*) per ONNX element type. */
 #define OP_T(x) (1u << (x))
@@ -53,9 +58,13 @@ typedef struct op_row {
   uint32_t dtypes; /* accepted element types of input 0 (the "T" type); 0 = any MLX type */
   int code;        /* family parameter, e.g. the bridge op a shared translator calls */
   const char *note; /* notable declined forms or the reason for the compile class */
+  op_node_class_fn node_class; /* optional: per-node compile class, never worse than the row's */
 } op_row;
 
-#define OP_ROWS_END {NULL, NULL, 0, 0, NULL, NULL, OP_SHAPELESS, 0, 0, NULL}
+/* The compile class of one node: the row's, or the node's own when the row has a hook. */
+op_compile_class op_node_compile_class(const op_row *row, const ir_graph *g, const ir_node *n);
+
+#define OP_ROWS_END {NULL, NULL, 0, 0, NULL, NULL, OP_SHAPELESS, 0, 0, NULL, NULL}
 
 /* Finds the row for a node; NULL with a reason when there is none. Runs the generic checks
  * (boundary dtypes MLX can hold, the row's dtype mask) and then the row's predicate. */

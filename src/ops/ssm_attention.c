@@ -83,10 +83,6 @@ typedef struct la_inputs {
   mx_array q, k, v, eg, beta;
 } la_inputs;
 
-static bool la_scan_disabled(void) {
-  const char *e = getenv("ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN");
-  return e && e[0] && strcmp(e, "0") != 0;
-}
 
 /* The GPU fast path: one 32-lane group per (batch, head, value column) scanning time with the
  * state column in registers, for T > 1 and dk <= 512 on the GPU device. A later task adds the
@@ -94,7 +90,7 @@ static bool la_scan_disabled(void) {
  * produced *out and *present, false to fall through to the composition below. */
 static bool la_fast_path(tr_ctx *t, const la_geom *g, mx_array *out, mx_array *present, int *rc) {
   (void)out, (void)present, (void)rc;
-  if (la_scan_disabled() || t->mx->device != MX_DEVICE_GPU || g->t <= 1 || g->dk > 512)
+  if (!t->fast_kernels || t->mx->device != MX_DEVICE_GPU || g->t <= 1 || g->dk > 512)
     return false;
   return false; /* no kernel yet */
 }

@@ -190,8 +190,15 @@ static int translate_scatter(tr_ctx *t, const ir_node *n, const op_row *r) {
   return tr_out(t, 0, out);
 }
 
+/* Without write_indices, or with constant ones (validated at claim time), the offsets are fixed:
+ * the node compiles keyed on shape. Only live indices need the host every run. */
+static op_compile_class scatter_node_class(const ir_graph *g, const ir_node *n) {
+  return !ir_has_input(n, 2) || op_input_is_const(g, n, 2) ? OP_SHAPE_KEYED : OP_EAGER;
+}
+
 const op_row ops_ssm_scatter_rows[] = {
     {"", "TensorScatter", 24, 24, claim_scatter, translate_scatter, OP_EAGER, 0, 0,
-     "eager: write_indices are read and validated on the host each run; linear and circular"},
+     "eager with live write_indices (read and validated on the host each run); keyed on shape "
+     "without indices or with constant ones", scatter_node_class},
     OP_ROWS_END,
 };

@@ -55,7 +55,8 @@ int plan_translate_node(const plan *p, mx_ctx *ctx, mx_array *values, const mx_a
                         size_t len) {
   const ir_node *n = &p->g->nodes[index];
   tr_ctx t = {.mx = ctx, .g = p->g, .values = values, .const_values = known,
-              .node = n, .checks = checks};
+              .node = n, .checks = checks, .path_note = &p->node_paths[index],
+              .fast_kernels = p->fast_kernels};
   ctx->error[0] = 0;
   int rc = p->rows[index]->translate(&t, n, p->rows[index]);
   *host_reads += t.host_reads;
@@ -124,7 +125,7 @@ static void mark_shape_nodes(plan *p) {
   for (int k = 0; k < p->g->n_nodes; k++) {
     int i = p->order[k];
     const ir_node *n = &p->g->nodes[i];
-    if (p->folded[i] || p->rows[i]->compile_class == OP_EAGER) continue;
+    if (p->folded[i] || p->classes[i] == OP_EAGER) continue;
     bool from_shape = strcmp(n->op_type, "Shape") == 0 || strcmp(n->op_type, "Size") == 0;
     bool all_known = n->n_inputs > 0, any_derived = false;
     for (int j = 0; j < n->n_inputs; j++) {
@@ -150,8 +151,8 @@ static void choose_path(plan *p, const plan_config *cfg) {
   int live = 0;
   for (int i = 0; i < p->g->n_nodes; i++) {
     live += !p->folded[i];
-    if (p->folded[i] || p->rows[i]->compile_class <= worst) continue;
-    worst = p->rows[i]->compile_class;
+    if (p->folded[i] || p->classes[i] <= worst) continue;
+    worst = p->classes[i];
     snprintf(p->path_reason_buf, sizeof p->path_reason_buf, "%s '%s' is %s",
              p->g->nodes[i].op_type, p->g->nodes[i].name,
              worst == OP_EAGER ? "eager-only" : "shape-keyed");
@@ -183,18 +184,22 @@ int plan_build(const ir_graph *snapshot, const char *name, const plan_config *cf
   p->g = (ir_graph *)snapshot; /* the plan owns the snapshot from here on */
   p->device = device;
   p->wrap_inputs = device == MX_DEVICE_CPU;
+  p->fast_kernels = cfg->fast_kernels;
   int n = p->g->n_nodes;
   p->name = strdup(name ? name : "");
   p->order = calloc((size_t)n + 1, sizeof(int));
   p->rows = calloc((size_t)n + 1, sizeof(op_row *));
   p->folded = calloc((size_t)n + 1, sizeof(bool));
   p->shape_node = calloc((size_t)n + 1, sizeof(bool));
+  p->classes = calloc((size_t)n + 1, sizeof(op_compile_class));
+  p->node_paths = calloc((size_t)n + 1, sizeof(const char *));
   p->const_values = calloc((size_t)p->g->n_values + 1, sizeof(mx_array));
   bool *all = calloc((size_t)n + 1, sizeof(bool));
   int *groups = calloc((size_t)n + 1, sizeof(int));
   p->consts = mx_arena_new();
   int rc = MX_ERR_NOMEM;
-  if (!p->name || !p->order || !p->rows || !p->folded || !p->shape_node || !p->const_values ||
+  if (!p->name || !p->order || !p->rows || !p->folded || !p->shape_node || !p->classes ||
+      !p->node_paths || !p->const_values ||
       !all || !groups || !p->consts) {
     snprintf(err, len, "out of memory while building the plan");
     goto fail;
@@ -207,6 +212,7 @@ int plan_build(const ir_graph *snapshot, const char *name, const plan_config *cf
   for (int i = 0; i < n; i++) {
     const ir_node *nd = &p->g->nodes[i];
     p->rows[i] = op_lookup(nd->domain, nd->op_type, nd->since_version);
+    if (p->rows[i]) p->classes[i] = op_node_compile_class(p->rows[i], p->g, nd);
     if (!p->rows[i]) {
       snprintf(err, len, "node '%s' (%s): no registry row at opset %d", nd->name, nd->op_type,
                nd->since_version);
@@ -241,6 +247,8 @@ void plan_free(plan *p) {
   free(p->rows);
   free(p->folded);
   free(p->shape_node);
+  free(p->classes);
+  free((void *)p->node_paths);
   free(p->const_values);
   free(p);
 }

@@ -38,6 +38,7 @@ typedef struct plan_config {
   bool compile;   /* MLX compile at all (ONNXRUNTIME_EP_MLX_NO_COMPILE=1 turns it off) */
   bool shapeless; /* allow shapeless compile (ONNXRUNTIME_EP_MLX_NO_SHAPELESS=1 turns it off) */
   int cache_size; /* compiled variants kept per keyed plan */
+  bool fast_kernels; /* custom GPU kernels (ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN=1: off) */
 } plan_config;
 
 struct plan;
@@ -61,10 +62,13 @@ typedef struct plan {
   int *order;           /* node indices in execution order */
   const op_row **rows;  /* per node */
   bool *folded;         /* per node: computed once at build */
+  op_compile_class *classes; /* per node: its compile class */
+  const char **node_paths;   /* per node: which kernel path its translator last reported */
   mx_arena *consts;
   mx_array *const_values; /* per value; NULL unless constant */
   mx_device device;
   bool wrap_inputs; /* hand ORT's input buffers to MLX without a copy (CPU device) */
+  bool fast_kernels;
   plan_path path;   /* chosen at build from the rows' compile classes */
   const char *path_reason;
   char path_reason_buf[192];

@@ -116,3 +116,7 @@ int tr_check_that(tr_ctx *t, mx_array ok, const char *fmt, ...) {
   va_end(ap);
   return MX_OK;
 }
+
+void tr_note_path(tr_ctx *t, const char *path) {
+  if (t->path_note) *t->path_note = path;
+}

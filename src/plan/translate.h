@@ -37,6 +37,8 @@ typedef struct tr_ctx {
   const ir_node *node;
   unsigned host_reads; /* how many non-constant values were read on the host */
   tr_checks *checks;   /* where tr_check_that records run-time checks */
+  const char **path_note; /* where tr_note_path records the node's kernel path */
+  bool fast_kernels;      /* custom kernels allowed (off: ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN) */
 } tr_ctx;
 
 mx_array tr_in(tr_ctx *t, int i); /* NULL for an absent optional input */
@@ -56,6 +58,9 @@ mx_dtype tr_out_dtype(tr_ctx *t, int i);
 int tr_axis(tr_ctx *t, int64_t axis, int rank, int *out);
 /* Records that `ok` (a bool array; all elements must be true) must hold after evaluation. */
 int tr_check_that(tr_ctx *t, mx_array ok, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Records which path a node with a fast kernel took ("fused kernel", "composed"): shown in the
+ * verbose summary. `path` must be a string literal. */
+void tr_note_path(tr_ctx *t, const char *path);
 /* A scalar of dtype (helper for constants such as 1 or 0.5 in compositions). */
 int tr_scalar(tr_ctx *t, mx_array *out, double v, mx_dtype dtype);
 
