@@ -41,6 +41,14 @@ def machine() -> str:
             f", onnxruntime {ort.__version__}, mlx {mx.__version__} ({mx.default_device()})")
 
 
+def mlx_floor_us() -> float | None:
+    tool = ROOT / "build" / "mlx_floor"
+    if not tool.exists():
+        return None
+    r = subprocess.run([str(tool), "5000"], capture_output=True, text=True)
+    return float(r.stdout) if r.returncode == 0 else None
+
+
 def quiet() -> ort.SessionOptions:
     so = ort.SessionOptions()
     so.log_severity_level = 3
@@ -56,7 +64,8 @@ def timed(session, feeds):
 def bench_case(name, make, runs, warmup, provider_options):
     model, feeds = make()
     cpu = ort.InferenceSession(model, quiet(), providers=["CPUExecutionProvider"])
-    mlx_s, rep = compare.mlx_session(model, provider_options, sess_options=quiet())
+    opts = dict(provider_options, verbose="1")
+    mlx_s, rep = compare.mlx_session(model, opts, sess_options=quiet())
     on_mlx, total = compare.coverage(mlx_s)
     for _ in range(warmup):
         cpu.run(None, feeds)
@@ -69,23 +78,36 @@ def bench_case(name, make, runs, warmup, provider_options):
         t, mlx_out = timed(mlx_s, feeds)
         mlx_t.append(t)
     cpu_ms, mlx_ms = statistics.median(cpu_t), statistics.median(mlx_t)
+    holder = [mlx_s]
+    del mlx_s
+    groups = compare.close_and_summarise(holder)
+    paths = {}
+    for g in groups:
+        paths[g["path"]] = paths.get(g["path"], 0) + 1
     return {"name": name, "cpu_ms": cpu_ms, "mlx_ms": mlx_ms, "ratio": cpu_ms / mlx_ms,
             "coverage": f"{on_mlx}/{total}", "groups": rep["groups"] if rep else 0,
-            "diff": compare.max_abs_diff(mlx_out, cpu_out)}
+            "diff": compare.max_abs_diff(mlx_out, cpu_out),
+            "paths": ", ".join(f"{n} {p}" for p, n in sorted(paths.items())),
+            # every group sees one input shape here: more traces than groups means a retrace
+            "traces": sum(g["traces"] for g in groups),
+            "fallbacks": sum(g["fallbacks"] for g in groups)}
 
 
 def table(rows, runs) -> str:
-    lines = [f"| Model | CPU EP median ms | MLX EP median ms | CPU/MLX | nodes on MLX | groups | "
-             f"max abs diff |", "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| Model | CPU EP median ms | MLX EP median ms | CPU/MLX | nodes on MLX | groups | "
+             "group paths | traces | fallbacks | max abs diff |",
+             "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['name']} | – | – | – | – | – | {r['error']} |")
+            lines.append(f"| {r['name']} | – | – | – | – | – | – | – | – | {r['error']} |")
             continue
         lines.append(f"| {r['name']} | {r['cpu_ms']:.3f} | {r['mlx_ms']:.3f} | "
-                     f"{r['ratio']:.2f}x | {r['coverage']} | {r['groups']} | {r['diff']:.2g} |")
+                     f"{r['ratio']:.2f}x | {r['coverage']} | {r['groups']} | {r['paths']} | "
+                     f"{r['traces']} | {r['fallbacks']} | {r['diff']:.2g} |")
     lines.append("")
     lines.append(f"Median of {runs} interleaved runs after warm-up; CPU/MLX > 1 means the MLX EP "
-                 f"is faster.")
+                 f"is faster. traces: MLX compile traces over all runs (one input shape per model, "
+                 f"so traces <= compiled groups means no retrace after the first run).")
     return "\n".join(lines)
 
 
@@ -117,10 +139,13 @@ def main(argv=None) -> int:
         except Exception as e:  # a model that cannot run is reported, not fatal
             rows.append({"name": name, "error": str(e).splitlines()[0][:120]})
         print(table(rows[-1:], args.runs).splitlines()[2], flush=True)
+    floor = mlx_floor_us()
     stamp = time.strftime("%Y-%m-%d")
     text = (f"Measured {stamp} by `make bench` on {machine()}; environment "
             f"{ {k: v for k, v in os.environ.items() if k.startswith('ONNXRUNTIME_EP_MLX')} }.\n\n"
-            + table(rows, args.runs))
+            + table(rows, args.runs)
+            + (f"\n\nMLX's own floor for one tiny evaluation (wrap two 1x1 inputs, add, eval, copy "
+               f"out; build/mlx_floor, no ORT, no Python): median {floor:.1f} us." if floor else ""))
     print()
     print(text)
     if not args.no_write and not args.filter:

@@ -7,9 +7,12 @@ creation.
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
+import re
 import statistics
+import sys
 import tempfile
 import time
 
@@ -98,6 +101,35 @@ def max_abs_diff(a_list, b_list) -> float:
         if a.size:
             worst = max(worst, float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))))
     return worst
+
+
+_GROUP_LINE = re.compile(
+    r"(?P<name>\S+): (?P<nodes>\d+) nodes, path (?P<path>\S+) \((?P<why>.*?)\), runs (?P<runs>\d+) "
+    r"\(failed (?P<failed>\d+), compiled (?P<compiled>\d+), eager (?P<eager>\d+)\), cache hits "
+    r"(?P<hits>\d+) misses (?P<misses>\d+), traces (?P<traces>\d+), fallbacks (?P<fallbacks>\d+)")
+
+
+def close_and_summarise(holder: list) -> list[dict]:
+    """Releases the session in `holder` (a one-element list: the caller must hold no other
+    reference) created with verbose=1, and returns the EP's per-group summary (path, runs,
+    compiled/eager runs, cache hits/misses, traces, fallbacks) parsed from what it prints."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+") as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            holder.clear()
+            gc.collect()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        tmp.seek(0)
+        text = tmp.read()
+    groups = []
+    for m in _GROUP_LINE.finditer(text):
+        g = m.groupdict()
+        groups.append({k: (int(v) if v.isdigit() else v) for k, v in g.items()})
+    return groups
 
 
 def load_model_bytes(path) -> bytes:
