@@ -11,6 +11,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static OrtStatus *add_groups(mlx_ep *ep, const ir_graph *g, const int *group_of, int groups,
                              int *sizes, OrtEpGraphSupportInfo *info) {
@@ -48,6 +49,11 @@ OrtStatus *ORT_API_CALL ep_get_capability(OrtEp *this_ptr, const OrtGraph *graph
     st = ep_status(ep->ort, ORT_FAIL, "%s: out of memory", EP_NAME);
     goto done;
   }
+  /* Only If branches are claimed among subgraphs. Loop and Scan bodies run once per iteration
+   * under ORT's control, so a fused group there pays MLX's per-evaluation cost every
+   * iteration; and bodies of function ops (SequenceMap) are inlined into Loops after we saw
+   * them, where ORT 1.31 rejects the fused node ("No opset import for domain"). */
+  bool in_loop_body = g->parent_op[0] && strcmp(g->parent_op, "If") != 0;
   for (int i = 0; i < n; i++) {
     const ir_node *nd = &g->nodes[i];
     report_decline *d = &r.declines[r.n_declines];
@@ -55,7 +61,12 @@ OrtStatus *ORT_API_CALL ep_get_capability(OrtEp *this_ptr, const OrtGraph *graph
       r.nodes--;
       continue;
     }
-    claimed[i] = op_claim(g, nd, d->reason, sizeof d->reason) != NULL;
+    if (in_loop_body)
+      snprintf(d->reason, sizeof d->reason, "inside a %s body: only If branches are claimed "
+               "among subgraphs (loop bodies run once per iteration under ONNX Runtime)",
+               g->parent_op);
+    else
+      claimed[i] = op_claim(g, nd, d->reason, sizeof d->reason) != NULL;
     if (claimed[i]) {
       r.claimed++;
       continue;

@@ -309,7 +309,12 @@ static bool snapshot_all(builder *b, const OrtGraph *graph) {
     snprintf(b->err, b->err_len, "out of memory while snapshotting the graph");
     return false;
   }
-  bool ok = n == 0 || ort_ok(b, b->ort->Graph_GetNodes(graph, nodes, n));
+  const OrtNode *parent = NULL;
+  const char *parent_op = "";
+  bool ok = ort_ok(b, b->ort->Graph_GetParentNode(graph, &parent));
+  if (ok && parent) ok = ort_ok(b, b->ort->Node_GetOperatorType(parent, &parent_op));
+  b->g->parent_op = ir_arena_strdup(b->arena, parent_op ? parent_op : "");
+  ok = ok && (n == 0 || ort_ok(b, b->ort->Graph_GetNodes(graph, nodes, n)));
   for (size_t i = 0; ok && i < n; i++) ok = snapshot_node(b, nodes[i], (int)i);
   free(nodes);
   b->g->n_nodes = (int)n;

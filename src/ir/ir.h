@@ -77,6 +77,7 @@ typedef struct ir_graph {
   ir_value *values;
   int n_values;
   int *graph_inputs, *graph_outputs; /* value indices in ORT's order */
+  const char *parent_op; /* op type of the node owning this graph ("" at the top level) */
   int n_graph_inputs, n_graph_outputs;
   struct ir_arena *arena;
 } ir_graph;

@@ -253,10 +253,19 @@ int mx_eval(mx_ctx *ctx, const mx_array *arrays, size_t count) {
   });
 }
 
+/* Evaluates an array and makes its memory row-major contiguous for the host (flags are only
+ * known after evaluation, so check after, and copy when the result is a strided view). */
 static const mc::array &host_ready(mx_ctx *ctx, mx_array h) {
-  const mc::array &a = A(h);
-  if (!a.flags().row_contiguous) h->a = mc::contiguous(a, false, device_of(ctx));
+  A(h);
   h->a.eval();
+  if (!h->a.flags().row_contiguous) {
+    h->a = mc::contiguous(h->a, false, device_of(ctx));
+    h->a.eval();
+  }
+  if (!h->a.flags().row_contiguous) {
+    h->a = mc::add(h->a, mc::zeros_like(h->a, device_of(ctx)), device_of(ctx)); /* fresh buffer */
+    h->a.eval();
+  }
   if (!h->a.flags().row_contiguous) throw std::runtime_error("array is not row-contiguous");
   return h->a;
 }
@@ -500,9 +509,10 @@ int mx_reduce_empty_ok(mx_ctx *ctx, mx_array *out, mx_reduce_op op, mx_array a, 
     const mc::array &x = A(a);
     std::vector<int> ax = to_vec(axes, naxes);
     bool empty = false;
+    int rank = static_cast<int>(x.ndim());
     for (auto &v : ax) {
-      if (v < 0) v += static_cast<int>(x.ndim());
-      if (v < 0 || v >= static_cast<int>(x.ndim())) throw std::invalid_argument("axis out of range");
+      if (v < 0) v += rank;
+      if (v < 0 || v >= rank) throw std::invalid_argument("axis out of range");
       empty = empty || x.shape(v) == 0;
     }
     if (!empty || (op != MX_MAX && op != MX_MIN))
@@ -524,10 +534,9 @@ int mx_number_of_elements(mx_ctx *ctx, mx_array *out, mx_array a, const int *axe
                           mx_dtype dtype) {
   MX_GUARD(ctx, out, {
     const mc::array &x = A(a);
-    std::vector<int> ax = to_vec(axes, naxes);
-    if (ax.empty())
-      for (int i = 0; i < static_cast<int>(x.ndim()); i++) ax.push_back(i);
-    return keep(ctx, out, mc::number_of_elements(x, ax, false, to_mlx(dtype), device_of(ctx)));
+    if (naxes == 0) return keep(ctx, out, mc::astype(mc::array(1), to_mlx(dtype), device_of(ctx)));
+    return keep(ctx, out, mc::number_of_elements(x, to_vec(axes, naxes), false, to_mlx(dtype),
+                                                 device_of(ctx)));
   });
 }
 
@@ -667,6 +676,86 @@ int mx_compiled_call(mx_ctx *ctx, mx_compiled *compiled, const mx_array *inputs,
     std::vector<mc::array> res = compiled->fn(in);
     if (res.size() != n_outputs) throw std::runtime_error("compiled function output count");
     for (size_t i = 0; i < n_outputs; i++) keep(ctx, &outputs[i], std::move(res[i]));
+    return MX_OK;
+  });
+}
+
+}  // extern "C"
+
+/* --- custom GPU kernels (CUDA) ----------------------------------------------------------- */
+struct mx_kernel {
+  mc::fast::CustomKernelFunction fn;
+  size_t n_in, n_out;
+};
+
+extern "C" {
+
+int mx_kernel_new(mx_ctx *ctx, mx_kernel **out, const char *name, const char *const *input_names,
+                  size_t n_in, const char *const *output_names, size_t n_out, const char *source,
+                  const char *header) {
+  *out = nullptr;
+  mx_array *none = nullptr;
+  MX_GUARD(ctx, none, {
+    if (!name || !source || (n_in && !input_names) || !n_out || !output_names)
+      throw std::invalid_argument("a kernel needs a name, a source and at least one output");
+    std::vector<std::string> ins, outs;
+    for (size_t i = 0; i < n_in; i++) ins.emplace_back(input_names[i]);
+    for (size_t i = 0; i < n_out; i++) outs.emplace_back(output_names[i]);
+    /* throws on builds without CUDA ("[cuda_kernel] No CUDA back-end.") */
+    auto fn = mc::fast::cuda_kernel(name, ins, outs, source, header ? header : "",
+                                    /* ensure_row_contiguous */ true, /* shared_memory */ 0);
+    *out = new mx_kernel{std::move(fn), n_in, n_out};
+    return MX_OK;
+  });
+}
+
+void mx_kernel_free(mx_kernel *kernel) {
+  try {
+    delete kernel;
+  } catch (...) {
+  }
+}
+
+int mx_kernel_call(mx_ctx *ctx, mx_kernel *kernel, const mx_array *inputs, size_t n_in,
+                   const mx_kernel_output *outs, size_t n_out, const int grid[3],
+                   const int threadgroup[3], const mx_template_arg *targs, size_t n_targs,
+                   mx_array *results) {
+  mx_array *none = nullptr;
+  for (size_t i = 0; i < n_out; i++) results[i] = nullptr;
+  MX_GUARD(ctx, none, {
+    if (!kernel) throw std::invalid_argument("missing kernel");
+    if (n_in != kernel->n_in || n_out != kernel->n_out)
+      throw std::invalid_argument("kernel called with " + std::to_string(n_in) + " inputs and " +
+                                  std::to_string(n_out) + " outputs, made for " +
+                                  std::to_string(kernel->n_in) + " and " +
+                                  std::to_string(kernel->n_out));
+    std::vector<mc::array> in;
+    for (size_t i = 0; i < n_in; i++) in.push_back(A(inputs[i]));
+    std::vector<mc::Shape> shapes;
+    std::vector<mc::Dtype> dtypes;
+    for (size_t i = 0; i < n_out; i++) {
+      shapes.push_back(to_shape(outs[i].shape, outs[i].ndim));
+      dtypes.push_back(to_mlx(outs[i].dtype));
+    }
+    std::vector<std::pair<std::string, mc::fast::TemplateArg>> ta;
+    for (size_t i = 0; i < n_targs; i++) {
+      const mx_template_arg &a = targs[i];
+      if (!a.name) throw std::invalid_argument("template argument without a name");
+      switch (a.kind) {
+        case MX_TEMPLATE_INT: ta.emplace_back(a.name, mc::fast::TemplateArg(a.value)); break;
+        case MX_TEMPLATE_BOOL: ta.emplace_back(a.name, mc::fast::TemplateArg(a.value != 0)); break;
+        case MX_TEMPLATE_DTYPE:
+          ta.emplace_back(a.name, mc::fast::TemplateArg(to_mlx(static_cast<mx_dtype>(a.value))));
+          break;
+        default: throw std::invalid_argument("unknown template argument kind");
+      }
+    }
+    std::vector<mc::array> res =
+        kernel->fn(in, shapes, dtypes, std::make_tuple(grid[0], grid[1], grid[2]),
+                   std::make_tuple(threadgroup[0], threadgroup[1], threadgroup[2]), ta,
+                   std::nullopt, /* verbose */ false, device_of(ctx));
+    if (res.size() != n_out) throw std::runtime_error("kernel output count");
+    for (size_t i = 0; i < n_out; i++) keep(ctx, &results[i], std::move(res[i]));
     return MX_OK;
   });
 }

@@ -58,6 +58,12 @@ int plan_translate_node(const plan *p, mx_ctx *ctx, mx_array *values, const mx_a
               .node = n, .checks = checks, .path_note = &p->node_paths[index],
               .fast_kernels = p->fast_kernels};
   ctx->error[0] = 0;
+  for (int i = 0; i < n->n_inputs; i++)
+    if (n->inputs[i] != IR_NONE && !values[n->inputs[i]]) {
+      snprintf(err, len, "node '%s' (%s): input %d ('%s') has no value here", n->name,
+               n->op_type, i, p->g->values[n->inputs[i]].name);
+      return MX_ERR_ARG;
+    }
   int rc = p->rows[index]->translate(&t, n, p->rows[index]);
   *host_reads += t.host_reads;
   if (rc != MX_OK) {
@@ -117,6 +123,12 @@ static int fold_constants(plan *p, mx_ctx *ctx, char *err, size_t len) {
   return MX_OK;
 }
 
+static bool is_graph_input(const plan *p, int v) {
+  for (int k = 0; k < p->g->n_graph_inputs; k++)
+    if (p->g->graph_inputs[k] == v) return true;
+  return false;
+}
+
 /* Marks the nodes whose outputs depend only on input shapes and constants: Shape (and Size)
  * themselves and every non-eager node all of whose inputs are constants or such values. */
 static void mark_shape_nodes(plan *p) {
@@ -126,7 +138,12 @@ static void mark_shape_nodes(plan *p) {
     int i = p->order[k];
     const ir_node *n = &p->g->nodes[i];
     if (p->folded[i] || p->classes[i] == OP_EAGER) continue;
-    bool from_shape = strcmp(n->op_type, "Shape") == 0 || strcmp(n->op_type, "Size") == 0;
+    /* Shape/Size of a value known before the trace (a graph input, a constant, a derived
+     * value); the shape of an intermediate is only known once the graph is traced. */
+    bool from_shape = (strcmp(n->op_type, "Shape") == 0 || strcmp(n->op_type, "Size") == 0) &&
+                      n->n_inputs > 0 && n->inputs[0] != IR_NONE &&
+                      (is_graph_input(p, n->inputs[0]) || derived[n->inputs[0]] ||
+                       p->const_values[n->inputs[0]]);
     bool all_known = n->n_inputs > 0, any_derived = false;
     for (int j = 0; j < n->n_inputs; j++) {
       int v = n->inputs[j];
