@@ -12,12 +12,11 @@ from mlx_harness import EP, assignment, check_against_cpu, cpu_session, make_mod
 
 
 def split_model():
-    """add0 (MLX) -> to64/mul64/to32 (float64: declined) -> add1 (MLX)"""
+    """add0 (MLX) -> tostr/fromstr (strings: declined) -> add1 (MLX)"""
     nodes = [
         helper.make_node("Add", ["x", "y"], ["s"], name="add0"),
-        helper.make_node("Cast", ["s"], ["s64"], to=TP.DOUBLE, name="to64"),
-        helper.make_node("Mul", ["s64", "s64"], ["p64"], name="mul64"),
-        helper.make_node("Cast", ["p64"], ["p"], to=TP.FLOAT, name="to32"),
+        helper.make_node("Cast", ["s"], ["s_str"], to=TP.STRING, name="tostr"),
+        helper.make_node("Cast", ["s_str"], ["p"], to=TP.FLOAT, name="fromstr"),
         helper.make_node("Add", ["p", "y"], ["out"], name="add1"),
     ]
     return make_model(nodes, [("x", TP.FLOAT, [2, 3]), ("y", TP.FLOAT, [2, 3])],
@@ -30,14 +29,14 @@ def feeds():
 
 
 def test_model_split_around_cpu_nodes_runs_correctly():
-    check_against_cpu(split_model(), feeds(), on_cpu={"to64", "mul64", "to32"})
+    check_against_cpu(split_model(), feeds(), on_cpu={"tostr", "fromstr"})
 
 
 def test_two_mlx_groups_with_cpu_between():
     s = mlx_session(split_model(), allow_cpu=True)
     placed = assignment(s)
     assert placed["add0"] == EP and placed["add1"] == EP
-    assert placed["mul64"] == "CPUExecutionProvider"
+    assert placed["fromstr"] == "CPUExecutionProvider"
     groups = {sub.ep_name: 0 for sub in s.get_provider_graph_assignment_info()}
     mlx_subgraphs = [sub for sub in s.get_provider_graph_assignment_info() if sub.ep_name == EP]
     assert len(mlx_subgraphs) == 2, groups
@@ -59,14 +58,14 @@ def test_report_cli_lists_declines_with_reasons(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
-    assert rep["nodes"] == 5 and rep["claimed"] == 2 and rep["groups"] == 2
+    assert rep["nodes"] == 4 and rep["claimed"] == 2 and rep["groups"] == 2
     reasons = {d["name"]: d["reason"] for d in rep["declined"]}
-    assert set(reasons) == {"to64", "mul64", "to32"}
-    assert "float64, which MLX cannot hold" in reasons["mul64"]
+    assert set(reasons) == {"tostr", "fromstr"}
+    assert "has element type string, which MLX cannot hold" in reasons["fromstr"]
     text = subprocess.run([sys.executable, "-m", "onnxruntime_ep_mlx", "report", str(path)],
                           capture_output=True, text=True, check=True).stdout
-    assert "MLX EP claims 2 of 5 nodes in 2 fused group(s)" in text
-    assert "mul64" in text
+    assert "MLX EP claims 2 of 4 nodes in 2 fused group(s)" in text
+    assert "fromstr" in text
 
 
 def test_unknown_op_domain_is_declined_with_reason(tmp_path):

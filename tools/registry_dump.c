@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const int type_order[] = {IR_FLOAT, IR_FLOAT16, IR_BFLOAT16, IR_INT8,  IR_INT16,
+static const int type_order[] = {IR_DOUBLE, IR_FLOAT, IR_FLOAT16, IR_BFLOAT16, IR_INT8,  IR_INT16,
                                  IR_INT32, IR_INT64,   IR_UINT8,    IR_UINT16, IR_UINT32,
                                  IR_UINT64, IR_BOOL};
 

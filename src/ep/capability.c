@@ -53,6 +53,7 @@ OrtStatus *ORT_API_CALL ep_get_capability(OrtEp *this_ptr, const OrtGraph *graph
    * under ORT's control, so a fused group there pays MLX's per-evaluation cost every
    * iteration; and bodies of function ops (SequenceMap) are inlined into Loops after we saw
    * them, where ORT 1.31 rejects the fused node ("No opset import for domain"). */
+  op_claim_env env = {.float64 = ep->options.device == MX_DEVICE_CPU};
   bool in_loop_body = g->parent_op[0] && strcmp(g->parent_op, "If") != 0;
   for (int i = 0; i < n; i++) {
     const ir_node *nd = &g->nodes[i];
@@ -66,7 +67,7 @@ OrtStatus *ORT_API_CALL ep_get_capability(OrtEp *this_ptr, const OrtGraph *graph
                "among subgraphs (loop bodies run once per iteration under ONNX Runtime)",
                g->parent_op);
     else
-      claimed[i] = op_claim(g, nd, d->reason, sizeof d->reason) != NULL;
+      claimed[i] = op_claim(g, nd, &env, d->reason, sizeof d->reason) != NULL;
     if (claimed[i]) {
       r.claimed++;
       continue;

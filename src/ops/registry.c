@@ -34,7 +34,8 @@ int ir_to_mx_dtype(int t) {
     case IR_FLOAT16: return MX_FLOAT16;
     case IR_FLOAT: return MX_FLOAT32;
     case IR_BFLOAT16: return MX_BFLOAT16;
-    default: return -1; /* float64, strings, complex, float8/4, int4: not claimed */
+    case IR_DOUBLE: return MX_FLOAT64; /* claimed only for OP_F64 rows on the CPU device */
+    default: return -1; /* strings, complex, float8/4, int4: not claimed */
   }
 }
 
@@ -80,7 +81,8 @@ static void explain_missing(const ir_node *n, op_why why) {
     op_decline(why, "no MLX translation for %s in domain %s", n->op_type, dom);
 }
 
-static bool boundary_ok(const ir_graph *g, const ir_node *n, op_why why) {
+static bool boundary_ok(const ir_graph *g, const ir_node *n, const op_row *r,
+                        const op_claim_env *env, op_why why) {
   for (int pass = 0; pass < 2; pass++) {
     int count = pass ? n->n_outputs : n->n_inputs;
     for (int i = 0; i < count; i++) {
@@ -92,12 +94,20 @@ static bool boundary_ok(const ir_graph *g, const ir_node *n, op_why why) {
       if (ir_to_mx_dtype(v->elem_type) < 0)
         return op_decline(why, "%s %d ('%s') has element type %s, which MLX cannot hold",
                           pass ? "output" : "input", i, v->name, ir_elem_name(v->elem_type));
+      if (v->elem_type == IR_DOUBLE && !env->float64)
+        return op_decline(why, "%s %d ('%s') is float64, which MLX computes only on the CPU "
+                          "device (this session runs on the GPU)", pass ? "output" : "input", i,
+                          v->name);
+      if (v->elem_type == IR_DOUBLE && !(r->dtypes & OP_F64))
+        return op_decline(why, "%s %d ('%s') is float64, and MLX does not compute %s exactly in "
+                          "float64", pass ? "output" : "input", i, v->name, n->op_type);
     }
   }
   return true;
 }
 
-const op_row *op_claim(const ir_graph *g, const ir_node *n, char *text, size_t len) {
+const op_row *op_claim(const ir_graph *g, const ir_node *n, const op_claim_env *env, char *text,
+                       size_t len) {
   op_why why = {text, len};
   text[0] = 0;
   const op_row *r = op_lookup(n->domain, n->op_type, n->since_version);
@@ -105,7 +115,7 @@ const op_row *op_claim(const ir_graph *g, const ir_node *n, char *text, size_t l
     explain_missing(n, why);
     return NULL;
   }
-  if (!boundary_ok(g, n, why)) return NULL;
+  if (!boundary_ok(g, n, r, env, why)) return NULL;
   const ir_value *x = ir_input(g, n, 0);
   if (r->dtypes && x && !(r->dtypes & OP_T(x->elem_type))) {
     op_decline(why, "%s does not take element type %s here", n->op_type,

@@ -47,6 +47,11 @@ typedef op_compile_class (*op_node_class_fn)(const ir_graph *g, const ir_node *n
 #define OP_INTS (OP_SIGNED | OP_UNSIGNED)
 #define OP_NUMERIC (OP_FLOATS | OP_INTS)
 #define OP_ALL (OP_NUMERIC | OP_T(IR_BOOL))
+/* float64: rows whose translation MLX computes exactly in float64 (verified to the last bit or
+ * within a few ulps by tests) add this bit; claimed only when the EP runs on the CPU device,
+ * since MLX's GPU backends have no float64. exp, sigmoid, erf and trigonometry are computed in
+ * float32 precision by MLX even for float64, so their rows never carry it. */
+#define OP_F64 OP_T(IR_DOUBLE)
 
 typedef struct op_row {
   const char *domain; /* "" for ai.onnx */
@@ -66,9 +71,15 @@ op_compile_class op_node_compile_class(const op_row *row, const ir_graph *g, con
 
 #define OP_ROWS_END {NULL, NULL, 0, 0, NULL, NULL, OP_SHAPELESS, 0, 0, NULL, NULL}
 
+/* What a claim may assume about where the node will run. */
+typedef struct op_claim_env {
+  bool float64; /* the device computes float64 (MLX's CPU stream) */
+} op_claim_env;
+
 /* Finds the row for a node; NULL with a reason when there is none. Runs the generic checks
  * (boundary dtypes MLX can hold, the row's dtype mask) and then the row's predicate. */
-const op_row *op_claim(const ir_graph *g, const ir_node *n, char *why, size_t why_len);
+const op_row *op_claim(const ir_graph *g, const ir_node *n, const op_claim_env *env, char *why,
+                       size_t why_len);
 const op_row *op_lookup(const char *domain, const char *op_type, int since_version);
 
 /* Visits every row, in registry order (for docs/OPERATORS.md). */
@@ -81,6 +92,6 @@ bool op_decline(op_why why, const char *fmt, ...) __attribute__((format(printf, 
 /* Shared claim helpers. */
 bool op_all_same_type(const ir_graph *g, const ir_node *n, op_why why); /* inputs share a dtype */
 bool op_input_is_const(const ir_graph *g, const ir_node *n, int i);
-int ir_to_mx_dtype(int elem_type); /* -1 when MLX has no such dtype */
+int ir_to_mx_dtype(int elem_type); /* -1 when MLX has no such dtype (float64 maps: see OP_F64) */
 
 #endif
