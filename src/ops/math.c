@@ -20,10 +20,11 @@ static int cast_to_output(tr_ctx *t, mx_array y) {
 /* Integer products are declined: MLX's matmul takes float16, bfloat16 and float32 only. */
 static bool decline_ints(const ir_graph *g, const ir_node *n, op_why why) {
   const ir_value *a = ir_input(g, n, 0);
-  if (a && !(OP_FLOATS & OP_T(a->elem_type)))
+  if (a && !((OP_FLOATS | OP_F64) & OP_T(a->elem_type)))
     return op_decline(why,
                       "%s of %s: MLX multiplies floating-point matrices only (float32, float16, "
-                      "bfloat16); Cast the operands to float32 or let the CPU provider run it",
+                      "bfloat16, float64 on the CPU); Cast the operands to float32 or let the CPU "
+                      "provider run it",
                       n->op_type, ir_elem_name(a->elem_type));
   return true;
 }
@@ -114,7 +115,7 @@ static int translate_gemm(tr_ctx *t, const ir_node *n, const op_row *r) {
 /* The element types ONNX allows for MatMul and Gemm: integer ones reach the claim, which
  * explains why they are declined. */
 #define MM_TYPES \
-  (OP_FLOATS | OP_T(IR_INT32) | OP_T(IR_INT64) | OP_T(IR_UINT32) | OP_T(IR_UINT64))
+  (OP_FLOATS | OP_F64 | OP_T(IR_INT32) | OP_T(IR_INT64) | OP_T(IR_UINT32) | OP_T(IR_UINT64))
 
 const op_row ops_math_rows[] = {
     {"", "MatMul", 1, 13, claim_matmul, translate_matmul, OP_SHAPELESS, MM_TYPES, 0,
