@@ -76,7 +76,7 @@ def check(build, feeds, dtype, rtol=None, atol=None, scale=1.0):
 
 
 def _ortvalue(a):
-    a = np.ascontiguousarray(a)
+    a = np.require(a, requirements="C")  # unlike ascontiguousarray, keeps a 0-d array 0-d
     if a.dtype == BF16:
         return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(a.view(np.uint16),
                                                                 TensorProto.BFLOAT16)
@@ -170,3 +170,45 @@ def check_compiled(model, feed_sets, capfd, path="shapeless", rtol=1e-5, atol=1e
     assert f"path {path} (" in lines[0], lines[0]
     assert f"compiled {runs}, eager 0" in lines[0] and "fallbacks 0" in lines[0], lines[0]
     return lines[0]
+
+
+def wide(dtype):
+    """The type ORT's CPU provider runs for data-movement references: float32 for floats,
+    int64 for integers and bool."""
+    dtype = np.dtype(dtype)
+    return F32 if dtype in FLOATS else np.dtype(np.int64)
+
+
+def check_wide(build, feeds, dtype, data=(), rtol=0.0, atol=0.0, via=None):
+    """For data-movement ops whose ORT CPU kernels lack some dtypes: runs build(elem(dtype)) on
+    MLX (every node must be claimed) and compares with ORT's CPU provider running
+    build(elem(wide(dtype))) on the same values. Feeds named in `data` are cast to dtype (and
+    from there to the wide type, so both runs see identical values); reference outputs whose
+    declared type differs between the two models are cast back to dtype. via: the wide type to
+    use instead (e.g. float32 for kernels ORT has only for floats; small integers are exact).
+    Returns the MLX outputs."""
+    dtype = np.dtype(dtype)
+    w = wide(dtype) if via is None else np.dtype(via)
+    model, ref_model = build(elem(dtype)), build(elem(w))
+    got_feeds = {k: (v.astype(dtype) if k in data else v) for k, v in feeds.items()}
+    ref_feeds = {k: (v.astype(w) if k in data else v) for k, v in got_feeds.items()}
+    ref = harness.cpu_session(ref_model).run(None, ref_feeds)
+    if dtype == BF16:
+        got, placed = run_bf16_on_mlx(model, got_feeds, [r.shape for r in ref])
+    else:
+        got, placed = harness.run_on_mlx(model, got_feeds)
+    for node in model.graph.node:
+        assert placed.get(node.name) == harness.EP, f"node {node.name!r} ran on {placed.get(node.name)}"
+    outs = zip(model.graph.output, ref_model.graph.output)
+    ref = [r.astype(dtype) if a.type.tensor_type.elem_type != b.type.tensor_type.elem_type else r
+           for r, (a, b) in zip(ref, outs)]
+    assert len(got) == len(ref)
+    for g, r in zip(got, ref):
+        assert g.shape == r.shape, f"shape {g.shape} != {r.shape}"
+        assert np.asarray(g).dtype == np.asarray(r).dtype, f"dtype {g.dtype} != {r.dtype}"
+        if _is_float(r):
+            np.testing.assert_allclose(np.asarray(g, np.float32), np.asarray(r, np.float32),
+                                       rtol=rtol, atol=atol)
+        else:
+            np.testing.assert_array_equal(g, r)
+    return got

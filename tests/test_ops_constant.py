@@ -115,7 +115,7 @@ def test_constant_of_shape_from_computed_shape():
 
 def test_constant_of_shape_float64_declined(tmp_path):
     m = cos_model(numpy_helper.from_array(np.array([1.5])), out_elem=TensorProto.DOUBLE)
-    oc.check_declined(m, {"s": np.array([2, 2], np.int64)}, "n", "MLX cannot hold", tmp_path)
+    oc.check_declined(m, {"s": np.array([2, 2], np.int64)}, "n", "float64", tmp_path)
 
 
 def test_constant_of_shape_rank_over_16_declined(tmp_path):
@@ -195,4 +195,4 @@ def test_range_zero_delta_fails_naming_the_node():
 
 def test_range_float64_declined(tmp_path):
     m = range_model(TensorProto.DOUBLE)
-    oc.check_declined(m, scalars(np.float64, 0.0, 2.0, 0.5), "n", "MLX cannot hold", tmp_path)
+    oc.check_declined(m, scalars(np.float64, 0.0, 2.0, 0.5), "n", "float64", tmp_path)

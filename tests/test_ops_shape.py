@@ -1,8 +1,10 @@
 """Shape rows (src/ops/shape.c): Reshape, Transpose, Squeeze, Unsqueeze, Flatten, Concat, Expand,
-Shape, Identity and Cast over every MLX dtype, the opset versions where their semantics change,
-negative axes, symbolic (dynamic) dims and shape inputs that are constant or computed at run time.
-Each model is proven to run on MLX and compared with ORT's CPU provider (bfloat16 against the
-float32 model, see ops_common)."""
+Shape, Identity, Cast, Split, Tile, DepthToSpace, SpaceToDepth, Size, Dropout, Trilu, EyeLike and
+ReverseSequence over every MLX dtype, the opset versions where their semantics change, negative
+axes, symbolic (dynamic) dims and shape inputs that are constant or computed at run time. Each
+model is proven to run on MLX and compared with ORT's CPU provider (bfloat16 against the float32
+model, see ops_common; dtypes ORT lacks kernels for through ops_common.check_wide). Pad and
+CenterCropPad are in test_ops_pad.py."""
 import json
 
 import ml_dtypes
@@ -401,7 +403,7 @@ def test_cast_to_types_mlx_lacks_declined(to, tmp_path):
     assert harness.assignment(s) == {"n": "CPUExecutionProvider"}
     reasons = {d["name"]: d["reason"]
                for d in json.loads((tmp_path / "r.json").read_text())["declined"]}
-    assert "MLX cannot hold" in reasons["n"]
+    assert ("float64" if to == TensorProto.DOUBLE else "MLX cannot hold") in reasons["n"]
     got, ref = s.run(None, {"x": x}), harness.cpu_session(m).run(None, {"x": x})
     assert np.array_equal(np.asarray(got[0]).astype(str), np.asarray(ref[0]).astype(str))
 
@@ -432,4 +434,329 @@ def test_compiled_keyed_shape_reads(capfd):
     m = harness.make_model(nodes, [("x", TensorProto.FLOAT, [1, "N", 4])],
                            [("y", TensorProto.FLOAT, None)], initializers=inits, opset=13)
     feeds = [{"x": harness.rand((1, n, 4), seed=n)} for n in (2, 5, 2)]
+    oc.check_compiled(m, feeds, capfd, path="keyed")
+
+
+# --- Split, Tile, DepthToSpace, SpaceToDepth, Size, Dropout, Trilu, EyeLike, ReverseSequence ---
+# Data-movement rows are swept over every MLX dtype with ops_common.check_wide: ORT's CPU
+# kernels lack several of those dtypes, so the reference runs the same values as float32/int64.
+def split_model(elem, shape, n_out, opset=18, attrs=None, split=None, split_input=False):
+    """Split into n_out outputs; split (opset 13+) as an initializer, or a graph input."""
+    inputs, inits, names = [("x", elem, shape)], [], ["x"]
+    if split is not None:
+        names.append("s")
+        if split_input:
+            inputs.append(("s", I64, [len(split)]))
+        else:
+            inits.append(("s", np.array(split, np.int64)))
+    outs = [f"y{i}" for i in range(n_out)]
+    node = helper.make_node("Split", names, outs, name="n", **(attrs or {}))
+    return harness.make_model([node], inputs, [(o, elem, None) for o in outs],
+                              initializers=inits, opset=opset)
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+def test_split_dtypes(dtype):
+    x = data((2, 7), dtype)
+    oc.check_wide(lambda e: split_model(e, ["N", 7], 3, attrs={"axis": -1, "num_outputs": 3}),
+                  {"x": x}, dtype, data={"x"})
+
+
+@pytest.mark.parametrize("opset,attrs,n_out,split", [
+    (2, {"axis": 1}, 2, None),                        # equal parts
+    (2, {"axis": 0, "split": [1, 3]}, 2, None),
+    (11, {"axis": -1, "split": [2, 0, 4]}, 3, None),  # an empty part
+    (11, {"axis": -2}, 4, None),
+    (13, {"axis": 1}, 3, [3, 1, 2]),
+    (13, {"axis": 0}, 2, None),
+    (18, {"axis": 1}, 2, [5, 1]),
+    (18, {"axis": 1, "num_outputs": 3}, 3, None),
+    (18, {"axis": 1, "num_outputs": 4}, 4, None),     # chunks of 2: the last would be empty
+    (18, {"axis": -1, "num_outputs": 5}, 5, None),    # chunks of 2: runs out before the last
+    (18, {"axis": 0, "num_outputs": 3}, 3, None),     # 4 rows: 2, 2, then nothing
+    (18, {"axis": 0, "num_outputs": 5}, 5, None),     # more outputs than rows
+])
+def test_split_forms(opset, attrs, n_out, split):
+    """Each form equals ORT's CPU provider, or fails on MLX (naming the node) where ORT fails."""
+    x = harness.rand((4, 6))
+    m = split_model(TensorProto.FLOAT, ["N", 6], n_out, opset, attrs, split)
+    ref = harness.cpu_session(m)
+    try:
+        want = ref.run(None, {"x": x})
+    except Exception:  # ONNX Runtime rejects this split: so must the MLX EP, naming the node
+        with pytest.raises(Exception, match="'n'"):
+            harness.mlx_session(m).run(None, {"x": x})
+        return
+    got, placed = harness.run_on_mlx(m, {"x": x})
+    assert placed == {"n": harness.EP}
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_split_uneven_num_outputs():
+    """Opset 18: ceil-sized chunks with a smaller last one (7 -> 3, 3, 1)."""
+    x = harness.rand((2, 7))
+    m = split_model(TensorProto.FLOAT, [2, "W"], 3, attrs={"axis": 1, "num_outputs": 3})
+    got, _, _ = harness.check_against_cpu(m, {"x": x})
+    assert [g.shape[1] for g in got] == [3, 3, 1]
+
+
+def test_split_sizes_from_graph_input():
+    x = harness.rand((3, 6))
+    m = split_model(TensorProto.FLOAT, [3, 6], 3, 13, {"axis": 1}, [0, 0, 0], split_input=True)
+    s = harness.mlx_session(m)
+    for sizes in ([1, 2, 3], [6, 0, 0], [2, 2, 2]):
+        feeds = {"x": x, "s": np.array(sizes, np.int64)}
+        for g, w in zip(s.run(None, feeds), harness.cpu_session(m).run(None, feeds)):
+            np.testing.assert_array_equal(g, w)
+    with pytest.raises(Exception, match="'n'.*sum"):
+        s.run(None, {"x": x, "s": np.array([1, 1, 1], np.int64)})
+    assert s.run(None, {"x": x, "s": np.array([3, 3, 0], np.int64)})[2].shape == (3, 0)
+
+
+def test_split_negative_axis_declined_before_opset_11(tmp_path):
+    m = split_model(TensorProto.FLOAT, [4, 6], 2, 2, {"axis": -1})
+    oc.check_declined(m, None, "n", "opset 11", tmp_path)
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+def test_tile_dtypes(dtype):
+    x = data((2, 3), dtype)
+    oc.check_wide(lambda e: one("Tile", [("x", e, ["N", 3])], inits=[("r", np.array([2, 3]))],
+                                opset=13), {"x": x}, dtype, data={"x"})
+
+
+@pytest.mark.parametrize("opset", [6, 13])
+@pytest.mark.parametrize("shape,reps", [((2, 3), [1, 1]), ((2, 3), [3, 2]), ((4,), [0]),
+                                        ((2, 1, 3), [1, 4, 0]), ((), [])], ids=str)
+def test_tile(opset, shape, reps):
+    x = harness.rand(shape)
+    m = one("Tile", [("x", TensorProto.FLOAT, list(shape)), ("r", I64, [len(reps)])],
+            opset=opset)
+    harness.check_against_cpu(m, {"x": x, "r": np.array(reps, np.int64)})
+
+
+def test_tile_dynamic_dims_and_bad_repeats():
+    m = one("Tile", [("x", TensorProto.FLOAT, ["A", "B"]), ("r", I64, [2])], opset=13)
+    s, ref = harness.mlx_session(m), harness.cpu_session(m)
+    for shape, reps in (((2, 3), [2, 1]), ((1, 5), [3, 2]), ((2, 3), [1, 1])):
+        feeds = {"x": harness.rand(shape), "r": np.array(reps, np.int64)}
+        np.testing.assert_array_equal(s.run(None, feeds)[0], ref.run(None, feeds)[0])
+    with pytest.raises(Exception, match="'n'.*repeats"):
+        s.run(None, {"x": harness.rand((2, 3)), "r": np.array([-1, 2], np.int64)})
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+@pytest.mark.parametrize("op,attrs", [("DepthToSpace", {"blocksize": 2, "mode": "DCR"}),
+                                      ("DepthToSpace", {"blocksize": 2, "mode": "CRD"}),
+                                      ("SpaceToDepth", {"blocksize": 2})], ids=str)
+def test_depth_space_dtypes(dtype, op, attrs):
+    shape = (2, 8, 2, 3) if op == "DepthToSpace" else (2, 2, 4, 6)
+    x = data(shape, dtype)
+    oc.check_wide(lambda e: one(op, [("x", e, ["N", shape[1], shape[2], shape[3]])], attrs,
+                                opset=13), {"x": x}, dtype, data={"x"}, via=F32)
+
+
+@pytest.mark.parametrize("opset", [1, 11, 13])
+@pytest.mark.parametrize("block", [1, 2, 3])
+@pytest.mark.parametrize("mode", [None, "DCR", "CRD"])
+def test_depth_to_space(opset, block, mode):
+    if mode and opset < 11:
+        pytest.skip("the mode attribute is defined from DepthToSpace-11")
+    x = harness.rand((2, 2 * block * block, 3, 2), seed=block)
+    attrs = {"blocksize": block} | ({"mode": mode} if mode else {})
+    m = one("DepthToSpace", [("x", TensorProto.FLOAT, list(x.shape))], attrs, opset=opset)
+    harness.check_against_cpu(m, {"x": x})
+
+
+@pytest.mark.parametrize("opset", [1, 13])
+@pytest.mark.parametrize("block", [1, 2, 3])
+def test_space_to_depth(opset, block):
+    x = harness.rand((2, 3, 2 * block, 3 * block), seed=block)
+    m = one("SpaceToDepth", [("x", TensorProto.FLOAT, ["N", 3, "H", "W"])],
+            {"blocksize": block}, opset=opset)
+    harness.check_against_cpu(m, {"x": x})
+
+
+def test_depth_to_space_indivisible_fails_naming_the_node():
+    m = one("DepthToSpace", [("x", TensorProto.FLOAT, ["N", "C", 2, 2])], {"blocksize": 2},
+            opset=13)
+    with pytest.raises(Exception, match="'n'.*divide"):
+        harness.mlx_session(m).run(None, {"x": harness.rand((1, 6, 2, 2))})
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+def test_size_dtypes(dtype):
+    x = data((2, 3), dtype)
+    oc.check_wide(lambda e: one("Size", [("x", e, ["N", 3])], opset=13, out_elem=I64),
+                  {"x": x}, dtype, data={"x"})
+
+
+@pytest.mark.parametrize("opset", [1, 13, 19, 21])
+@pytest.mark.parametrize("shape", [(), (0, 4), (3, 1, 5)], ids=str)
+def test_size(opset, shape):
+    m = one("Size", [("x", TensorProto.FLOAT, list(shape))], opset=opset, out_elem=I64)
+    got, _, _ = harness.check_against_cpu(m, {"x": harness.rand(shape)})
+    assert got[0].shape == () and got[0] == int(np.prod(shape))
+
+
+def dropout_model(elem, opset, mask=True, ratio=None, training=None, training_input=False):
+    names, inputs, inits = ["x"], [("x", elem, ["N", 3])], []
+    if ratio is not None or training is not None or training_input:
+        names.append("r" if ratio is not None else "")
+        if ratio is not None:
+            inits.append(("r", np.array(ratio, np.float32)))
+    if training_input:
+        names.append("t")
+        inputs.append(("t", TensorProto.BOOL, []))
+    elif training is not None:
+        names.append("t")
+        inits.append(("t", np.array(training)))
+    mask_elem = TensorProto.BOOL if opset >= 10 else elem
+    outs = [("y", elem, None)] + ([("m", mask_elem, None)] if mask else [])
+    node = helper.make_node("Dropout", names, [o[0] for o in outs], name="n")
+    return harness.make_model([node], inputs, outs, initializers=inits, opset=opset)
+
+
+@pytest.mark.parametrize("opset", [7, 10, 12, 13, 22])
+@pytest.mark.parametrize("mask", [False, True])
+def test_dropout_inference(opset, mask):
+    """Identity; the mask is all true from opset 12 and all zero before (ORT's kernel)."""
+    x = harness.rand((4, 3))
+    got, _, _ = harness.check_against_cpu(dropout_model(TensorProto.FLOAT, opset, mask),
+                                          {"x": x})
+    if mask:
+        assert got[1].all() == (opset >= 12) and got[1].any() == (opset >= 12)
+
+
+@pytest.mark.parametrize("dtype", [F32, F16, BF16], ids=str)
+def test_dropout_dtypes(dtype):
+    oc.check(lambda e: dropout_model(e, 13, ratio=0.5, training=False), {"x": data((4, 3), F32)},
+             dtype)
+
+
+@pytest.mark.parametrize("training,training_input,reason", [
+    (True, False, "training_mode is true"),
+    (None, True, "training_mode is not a constant"),
+])
+def test_dropout_training_declined(training, training_input, reason, tmp_path):
+    m = dropout_model(TensorProto.FLOAT, 13, mask=False, ratio=0.0, training=training,
+                      training_input=training_input)
+    feeds = {"x": harness.rand((4, 3))} | ({"t": np.array(False)} if training_input else {})
+    oc.check_declined(m, feeds, "n", reason, tmp_path)
+
+
+def test_compiled_dropout_shapeless(capfd):
+    nodes = [helper.make_node("Dropout", ["x"], ["d", "m"], name="drop"),
+             helper.make_node("Relu", ["d"], ["y"], name="relu")]
+    m = harness.make_model(nodes, [("x", TensorProto.FLOAT, ["N", 3])],
+                           [("y", TensorProto.FLOAT, None), ("m", TensorProto.BOOL, None)],
+                           opset=13)
+    feeds = [{"x": harness.rand((n, 3), seed=n)} for n in (2, 5, 2)]
+    oc.check_compiled(m, feeds, capfd, path="shapeless")
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+@pytest.mark.parametrize("upper", [0, 1])
+def test_trilu_dtypes(dtype, upper):
+    x = data((2, 3, 4), dtype)
+    oc.check_wide(lambda e: one("Trilu", [("x", e, ["B", 3, 4]), ("k", I64, [])],
+                                {"upper": upper}, opset=14),
+                  {"x": x, "k": np.array(1, np.int64)}, dtype, data={"x"})
+
+
+@pytest.mark.parametrize("upper", [0, 1])
+@pytest.mark.parametrize("k", [None, 0, 1, -1, 3, -4, 100, -100,
+                               np.iinfo(np.int64).max, np.iinfo(np.int64).min], ids=str)
+@pytest.mark.parametrize("shape", [(4, 4), (3, 5), (2, 5, 3), (0, 2)], ids=str)
+def test_trilu(upper, k, shape):
+    x = harness.rand(shape)
+    if k is None:
+        m = one("Trilu", [("x", TensorProto.FLOAT, list(shape))], {"upper": upper}, opset=14)
+        feeds = {"x": x}
+    else:
+        m = one("Trilu", [("x", TensorProto.FLOAT, list(shape)), ("k", I64, [])],
+                {"upper": upper}, opset=14)
+        feeds = {"x": x, "k": np.array(k, np.int64)}
+    harness.check_against_cpu(m, feeds)
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+def test_eye_like_dtypes(dtype):
+    """EyeLike-22 takes every MLX dtype; ORT's CPU kernel has only a few, so the reference is
+    numpy's eye."""
+    x = data((3, 4), dtype)
+    m = one("EyeLike", [("x", oc.elem(dtype), ["N", 4])], {"k": -1}, opset=22)
+    want = np.eye(3, 4, -1).astype(dtype)
+    if dtype == BF16:
+        got, placed = oc.run_bf16_on_mlx(m, {"x": x.astype(BF16)}, [want.shape])
+        assert placed == {"n": harness.EP}
+        np.testing.assert_array_equal(got[0].astype(np.float32), want.astype(np.float32))
+    else:
+        oc.check_ref(m, {"x": x.astype(dtype)}, [want])
+
+
+@pytest.mark.parametrize("opset", [9, 22])
+@pytest.mark.parametrize("to", [None, TensorProto.FLOAT, TensorProto.INT32, TensorProto.BOOL,
+                                TensorProto.UINT8, TensorProto.FLOAT16, TensorProto.INT64])
+@pytest.mark.parametrize("k", [0, 2, -2, 7, -7])
+def test_eye_like(opset, to, k):
+    x = harness.rand((3, 5))
+    attrs = {"k": k} | ({"dtype": to} if to is not None else {})
+    out = to if to is not None else TensorProto.FLOAT
+    m = one("EyeLike", [("x", TensorProto.FLOAT, ["A", "B"])], attrs, opset=opset, out_elem=out)
+    oc.check_ref(m, {"x": x}, [np.eye(3, 5, k).astype(helper.tensor_dtype_to_np_dtype(out))])
+
+
+def test_eye_like_float64_declined(tmp_path):
+    m = one("EyeLike", [("x", TensorProto.FLOAT, [3, 3])], {"dtype": TensorProto.DOUBLE},
+            opset=9, out_elem=TensorProto.DOUBLE)
+    oc.check_declined(m, {"x": harness.rand((3, 3))}, "n", "float64", tmp_path)
+
+
+@pytest.mark.parametrize("dtype", [F32, F16] + INTS + [BOOL], ids=str)
+def test_reverse_sequence_dtypes(dtype):
+    """ReverseSequence-10 is the only version; its types exclude bfloat16."""
+    x = data((4, 3, 2), dtype)
+    oc.check_wide(lambda e: one("ReverseSequence", [("x", e, ["T", 3, 2]), ("l", I64, [3])],
+                                {"batch_axis": 1, "time_axis": 0}, opset=10),
+                  {"x": x, "l": np.array([4, 0, 2], np.int64)}, dtype, data={"x"})
+
+
+@pytest.mark.parametrize("batch_axis,time_axis", [(0, 1), (1, 0)])
+@pytest.mark.parametrize("lens", [[1, 2, 3], [0, 5, 4], [5, 5, 5]], ids=str)
+def test_reverse_sequence(batch_axis, time_axis, lens):
+    shape = [5, 3, 2] if time_axis == 0 else [3, 5, 2]
+    x = harness.rand(shape)
+    m = one("ReverseSequence", [("x", TensorProto.FLOAT, shape), ("l", I64, [3])],
+            {"batch_axis": batch_axis, "time_axis": time_axis}, opset=10)
+    harness.check_against_cpu(m, {"x": x, "l": np.array(lens, np.int64)})
+
+
+def test_reverse_sequence_bad_length_fails_naming_the_node():
+    m = one("ReverseSequence", [("x", TensorProto.FLOAT, [3, 4]), ("l", I64, [3])],
+            {"batch_axis": 0, "time_axis": 1}, opset=10)
+    s = harness.mlx_session(m)
+    x = harness.rand((3, 4))
+    for bad in ([5, 0, 1], [1, -1, 1]):
+        with pytest.raises(Exception, match=r"'n'.*sequence_lens must lie in \[0, 4\]"):
+            s.run(None, {"x": x, "l": np.array(bad, np.int64)})
+    good = {"x": x, "l": np.array([4, 0, 2], np.int64)}
+    np.testing.assert_array_equal(s.run(None, good)[0], harness.cpu_session(m).run(None, good)[0])
+
+
+def test_compiled_keyed_new_shape_rows(capfd):
+    """Tile, DepthToSpace, Trilu and ReverseSequence compile per input shape (keyed) with a
+    run-time check inside the trace and no fallback to eager translation."""
+    nodes = [helper.make_node("Tile", ["x", "r"], ["t"], name="tile"),
+             helper.make_node("DepthToSpace", ["t"], ["d"], name="d2s", blocksize=2),
+             helper.make_node("Trilu", ["d"], ["u"], name="trilu", upper=0),
+             helper.make_node("Reshape", ["u", "s"], ["v"], name="flat"),
+             helper.make_node("ReverseSequence", ["v", "l"], ["y"], name="rev", batch_axis=0,
+                              time_axis=1)]
+    inits = [("r", np.array([1, 2, 1, 1], np.int64)), ("s", np.array([2, -1], np.int64))]
+    m = harness.make_model(nodes, [("x", TensorProto.FLOAT, [2, 4, "H", 2]), ("l", I64, [2])],
+                           [("y", TensorProto.FLOAT, None)], initializers=inits, opset=14)
+    feeds = [{"x": harness.rand((2, 4, h, 2), seed=h), "l": np.array([h, 1], np.int64)}
+             for h in (1, 3, 1)]
     oc.check_compiled(m, feeds, capfd, path="keyed")

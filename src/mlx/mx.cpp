@@ -621,6 +621,102 @@ int mx_scatter(mx_ctx *ctx, mx_array *out, mx_scatter_op op, mx_array a, const m
   });
 }
 
+/* --- einsum, determinants, random numbers (linalg and random families) ------------------- */
+namespace {
+std::optional<mc::array> opt_key(mx_array key) {
+  return key ? std::optional<mc::array>(A(key)) : std::nullopt;
+}
+}  // namespace
+
+int mx_einsum(mx_ctx *ctx, mx_array *out, const char *subscripts, const mx_array *operands,
+              size_t n) {
+  MX_GUARD(ctx, out, {
+    if (!subscripts) throw std::invalid_argument("missing einsum equation");
+    std::vector<mc::array> ops;
+    for (size_t i = 0; i < n; i++) ops.push_back(A(operands[i]));
+    return keep(ctx, out, mc::einsum(subscripts, ops, device_of(ctx)));
+  });
+}
+
+int mx_det(mx_ctx *ctx, mx_array *out, mx_array a) {
+  MX_RESULT(mc::linalg::det(A(a), mc::Device(mc::Device::cpu)));
+}
+
+int mx_random_key(mx_ctx *ctx, mx_array *out, uint64_t seed) {
+  MX_RESULT(mc::random::key(seed));
+}
+
+int mx_random_uniform(mx_ctx *ctx, mx_array *out, const int *shape, int ndim, double low,
+                      double high, mx_dtype dtype, mx_array key) {
+  MX_GUARD(ctx, out, {
+    mc::Dtype dt = to_mlx(dtype);
+    return keep(ctx, out, mc::random::uniform(mc::array(low, dt), mc::array(high, dt),
+                                              to_shape(shape, ndim), dt, opt_key(key),
+                                              device_of(ctx)));
+  });
+}
+
+int mx_random_normal(mx_ctx *ctx, mx_array *out, const int *shape, int ndim, double mean,
+                     double scale, mx_dtype dtype, mx_array key) {
+  MX_GUARD(ctx, out, {
+    mc::Dtype dt = to_mlx(dtype);
+    return keep(ctx, out, mc::random::normal(to_shape(shape, ndim), dt, mc::array(mean, dt),
+                                             mc::array(scale, dt), opt_key(key),
+                                             device_of(ctx)));
+  });
+}
+
+int mx_random_categorical(mx_ctx *ctx, mx_array *out, mx_array logits, int axis,
+                          int num_samples, mx_array key) {
+  MX_RESULT(mc::random::categorical(A(logits), axis, num_samples, opt_key(key), device_of(ctx)));
+}
+
+int mx_complex(mx_ctx *ctx, mx_array *out, mx_array re, mx_array im) {
+  MX_GUARD(ctx, out, {
+    auto s = device_of(ctx);
+    mc::array z = mc::astype(A(re), mc::complex64, s);
+    if (im) z = mc::add(z, mc::multiply(mc::astype(A(im), mc::complex64, s),
+                                        mc::array(mc::complex64_t{0.0f, 1.0f}), s), s);
+    return keep(ctx, out, std::move(z));
+  });
+}
+
+int mx_real(mx_ctx *ctx, mx_array *out, mx_array a) {
+  MX_RESULT(mc::real(A(a), device_of(ctx)));
+}
+
+int mx_imag(mx_ctx *ctx, mx_array *out, mx_array a) {
+  MX_RESULT(mc::imag(A(a), device_of(ctx)));
+}
+
+int mx_fft(mx_ctx *ctx, mx_array *out, mx_array a, int n, int axis, mx_fft_kind kind) {
+  MX_GUARD(ctx, out, {
+    auto s = device_of(ctx);
+    auto norm = mc::fft::FFTNorm::Backward;
+    switch (kind) {
+      case MX_FFT: return keep(ctx, out, mc::fft::fft(A(a), n, axis, norm, s));
+      case MX_IFFT: return keep(ctx, out, mc::fft::ifft(A(a), n, axis, norm, s));
+      case MX_RFFT: return keep(ctx, out, mc::fft::rfft(A(a), n, axis, norm, s));
+      case MX_IRFFT: return keep(ctx, out, mc::fft::irfft(A(a), n, axis, norm, s));
+    }
+    throw std::invalid_argument("unknown fft kind");
+  });
+}
+
+/* --- scaled dot-product attention (attention family) ------------------------------------ */
+int mx_sdpa(mx_ctx *ctx, mx_array *out, mx_array q, mx_array k, mx_array v, float scale,
+            bool causal, mx_array mask) {
+  MX_GUARD(ctx, out, {
+    if (causal && mask) throw std::invalid_argument("a causal mask and a mask array together");
+    std::optional<mc::array> m;
+    if (mask) m = A(mask);
+    std::string mode = causal ? "causal" : mask ? "array" : "";
+    return keep(ctx, out, mc::fast::scaled_dot_product_attention(A(q), A(k), A(v), scale, mode, m,
+                                                                 std::nullopt, false,
+                                                                 device_of(ctx)));
+  });
+}
+
 /* --- compiled functions ------------------------------------------------------------------ */
 }  // extern "C"
 

@@ -136,7 +136,7 @@ int mx_argsort(mx_ctx *ctx, mx_array *out, mx_array a, int axis);
  * and traced graphs alike (MLX's kernels already do; only its graph-building check refuses). */
 int mx_reduce_empty_ok(mx_ctx *ctx, mx_array *out, mx_reduce_op op, mx_array a, const int *axes,
                        int naxes, bool keepdims);
-/* The number of elements of a over the given axes (all axes when naxes == 0), as a scalar of
+/* The number of elements of a over exactly the given axes (1 when naxes == 0), as a scalar of
  * dtype; stays correct under shapeless compile (MLX's NumberOfElements primitive). */
 int mx_number_of_elements(mx_ctx *ctx, mx_array *out, mx_array a, const int *axes, int naxes,
                           mx_dtype dtype);
@@ -170,6 +170,44 @@ int mx_gather(mx_ctx *ctx, mx_array *out, mx_array a, const mx_array *indices, i
 int mx_scatter(mx_ctx *ctx, mx_array *out, mx_scatter_op op, mx_array a, const mx_array *indices,
                int n, mx_array updates, const int *axes);
 
+/* --- einsum, determinants, random numbers (linalg and random families) -------------------- */
+/* MLX's einsum (numpy's equation grammar: implicit output, "..." broadcasting). */
+int mx_einsum(mx_ctx *ctx, mx_array *out, const char *subscripts, const mx_array *operands,
+              size_t n);
+/* Determinant over the last two axes. MLX's LU-based linear algebra runs on the CPU only, so this
+ * always uses the CPU stream (whatever ctx->device is); results travel to the GPU as needed. */
+int mx_det(mx_ctx *ctx, mx_array *out, mx_array a);
+/* A PRNG key from a seed. Random calls take a key, or NULL for MLX's global key sequence (which
+ * advances on every call, so each call draws fresh values). */
+int mx_random_key(mx_ctx *ctx, mx_array *out, uint64_t seed);
+int mx_random_uniform(mx_ctx *ctx, mx_array *out, const int *shape, int ndim, double low,
+                      double high, mx_dtype dtype, mx_array key); /* [low, high) */
+int mx_random_normal(mx_ctx *ctx, mx_array *out, const int *shape, int ndim, double mean,
+                     double scale, mx_dtype dtype, mx_array key);
+/* num_samples draws per row of unnormalised log-probabilities along axis (uint32 indices). */
+int mx_random_categorical(mx_ctx *ctx, mx_array *out, mx_array logits, int axis,
+                          int num_samples, mx_array key);
+/* Complex64 values from real and imaginary parts (im NULL: zero), and back. */
+int mx_complex(mx_ctx *ctx, mx_array *out, mx_array re, mx_array im);
+int mx_real(mx_ctx *ctx, mx_array *out, mx_array a);
+int mx_imag(mx_ctx *ctx, mx_array *out, mx_array a);
+/* One-dimensional FFTs over `axis` with n points (the axis is zero-padded or truncated to n;
+ * for MX_IRFFT to n/2+1 input bins): numpy's conventions, the inverses scaled by 1/n. MX_RFFT
+ * takes a real array and gives the n/2+1 non-negative frequencies. */
+typedef enum mx_fft_kind { MX_FFT, MX_IFFT, MX_RFFT, MX_IRFFT } mx_fft_kind;
+int mx_fft(mx_ctx *ctx, mx_array *out, mx_array a, int n, int axis, mx_fft_kind kind);
+
+/* --- scaled dot-product attention (attention family) ------------------------------------- */
+/* MLX's fast::scaled_dot_product_attention: softmax(scale * q @ k^T + mask) @ v over 4-D
+ * [B, H, L, D] operands (v's last dimension may differ from D). k and v may have fewer heads than
+ * q when they divide its count (grouped-query: q head h reads kv head h / (H / H_kv)). causal:
+ * MLX's causal mask, aligned bottom-right (query i sees keys j <= i + Lk - Lq); else mask (NULL
+ * for none) is an additive bias of q's dtype broadcastable to [B, H, Lq, Lk]. A row whose bias is
+ * -inf everywhere comes out NaN. The softmax accumulates in float32; on the CPU MLX composes
+ * matmuls, on GPUs it has fused kernels for common head sizes. */
+int mx_sdpa(mx_ctx *ctx, mx_array *out, mx_array q, mx_array k, mx_array v, float scale,
+            bool causal, mx_array mask);
+
 /* --- compiled functions ------------------------------------------------------------------- */
 /* A graph function builds outputs from inputs with bridge calls; it returns MX_OK or an error
  * (message in ctx->error). Compiled with MLX `compile`, it is traced once per cache key. */
@@ -180,6 +218,43 @@ int mx_compiled_new(mx_ctx *ctx, mx_compiled **out, mx_graph_fn fn, void *user, 
 void mx_compiled_free(mx_compiled *compiled);
 int mx_compiled_call(mx_ctx *ctx, mx_compiled *compiled, const mx_array *inputs, size_t n_inputs,
                      mx_array *outputs, size_t n_outputs);
+
+/* --- custom GPU kernels (CUDA) ------------------------------------------------------------ */
+/* A thin pass-through to MLX's fast::cuda_kernel: `source` is the body of a CUDA __global__
+ * function whose signature MLX writes from the names (inputs as `const T* name`, each typed by
+ * the array given at call time; outputs as `T* name`); `header` goes before it (helpers,
+ * templates). `<name>_shape`, `_strides` and `_ndim` are passed for an input whose name followed
+ * by that suffix appears in the source. Inputs are made row-contiguous by MLX before the launch.
+ * Creation fails (message in ctx->error) where MLX has no CUDA backend (CPU and Metal builds);
+ * a call fails unless ctx->device is the GPU. NVRTC compiles the kernel at the first evaluation
+ * of each distinct (source, input dtypes, template args) and caches it: compile errors surface
+ * from mx_eval, not here. `grid` counts threads (not blocks), as in metal_kernel. A handle is
+ * plain data (no arrays); it may be shared, but MLX calls are serialised by the caller's lock. */
+typedef struct mx_kernel mx_kernel;
+typedef struct mx_kernel_output {
+  const int *shape;
+  int ndim;
+  mx_dtype dtype;
+} mx_kernel_output;
+typedef enum mx_template_kind {
+  MX_TEMPLATE_INT, MX_TEMPLATE_BOOL, MX_TEMPLATE_DTYPE
+} mx_template_kind;
+/* `constexpr int name = value;`, `constexpr bool name = value != 0;` or `using name = <the CUDA
+ * type of dtype value>;` at the top of the kernel body. */
+typedef struct mx_template_arg {
+  const char *name;
+  mx_template_kind kind;
+  int value; /* the int, the bool (0/1), or an mx_dtype */
+} mx_template_arg;
+int mx_kernel_new(mx_ctx *ctx, mx_kernel **out, const char *name, const char *const *input_names,
+                  size_t n_in, const char *const *output_names, size_t n_out, const char *source,
+                  const char *header);
+void mx_kernel_free(mx_kernel *kernel); /* NULL is fine */
+/* results: n_out handles in the context's arena. */
+int mx_kernel_call(mx_ctx *ctx, mx_kernel *kernel, const mx_array *inputs, size_t n_in,
+                   const mx_kernel_output *outs, size_t n_out, const int grid[3],
+                   const int threadgroup[3], const mx_template_arg *targs, size_t n_targs,
+                   mx_array *results);
 
 #ifdef __cplusplus
 }

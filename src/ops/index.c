@@ -1,13 +1,18 @@
 /*
- * Indexing operators: Slice and Gather. Slice follows ONNX's clamping rules exactly (negative
- * starts/ends count from the back, then clamp to [0, dim] for positive steps and to
- * [0, dim-1] / [-1, dim-1] for negative ones, so INT64_MAX/INT64_MIN mean "to the end"), computes
- * each axis' length itself and hands MLX's slice arguments it cannot reinterpret (MLX reads a
- * negative stop as counting from the back, so "before index 0" is passed as -(dim+1)). Opsets
- * 1..9 take starts/ends/axes attributes; 10..13 take them (and steps) as inputs, read on the host.
- * Gather wraps negative indices, clamps them before the take so no read can leave the array, and
- * records the range condition as a run-time check: an out-of-range index fails the run naming the
- * node instead of reading out of bounds.
+ * Indexing operators: Slice, Gather, GatherElements, GatherND, ScatterElements (and its old name
+ * Scatter), ScatterND, OneHot, and the host-evaluated Compress, NonZero and Unique. Slice follows
+ * ONNX's clamping rules exactly (negative starts/ends count from the back, then clamp to [0, dim]
+ * for positive steps and to [0, dim-1] / [-1, dim-1] for negative ones, so INT64_MAX/INT64_MIN
+ * mean "to the end"), computes each axis' length itself and hands MLX's slice arguments it cannot
+ * reinterpret (MLX reads a negative stop as counting from the back, so "before index 0" is passed
+ * as -(dim+1)). Opsets 1..9 take starts/ends/axes attributes; 10..13 take them (and steps) as
+ * inputs, read on the host. The gathers and scatters share checked_index: negative indices wrap,
+ * every index is clamped before MLX's gather/scatter so no read or write can leave the array, and
+ * the range condition is a run-time check, so an out-of-range index fails the run naming the node.
+ * Scatter reductions follow their opsets (none from 11, add/mul from 16, max/min from 18); with
+ * 'none', which of several updates to one slot lands is unspecified (ONNX leaves it undefined).
+ * Compress, NonZero and Unique have data-dependent output shapes: they read their input on the
+ * host every run (bridge host reads in the translator) and are eager rows.
  */
 #include "ops/families.h"
 #include "plan/translate.h"
@@ -567,8 +572,9 @@ static bool claim_one_hot(const ir_graph *g, const ir_node *n, const op_row *r, 
   return true;
 }
 
-/* Indices (any numeric type, truncated toward zero) in [-depth, -1] wrap; any other value out
- * of range gives an all-off row. depth is read on the host. */
+/* Indices in [-depth, -1] wrap; any other value out of range, or a fractional float index,
+ * gives an all-off row (ONNX Runtime compares values exactly). depth is read on the host and
+ * truncated toward zero. */
 static int translate_one_hot(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)r;
   mx_array idx = tr_in(t, 0), vals = tr_in(t, 2), on, off, zero, d, neg, shifted, pos, eq, y;
@@ -587,9 +593,18 @@ static int translate_one_hot(tr_ctx *t, const ir_node *n, const op_row *r) {
   TR_TRY(mx_slice(t->mx, &on, vals, &s1, &s2, &one, 1));
   TR_TRY(mx_reshape(t->mx, &off, off, NULL, 0));
   TR_TRY(mx_reshape(t->mx, &on, on, NULL, 0));
-  if (mx_dtype_of(idx) != MX_INT64) TR_TRY(mx_astype(t->mx, &idx, idx, MX_INT64));
   TR_TRY(mx_scalar_int(t->mx, &zero, 0, MX_INT64));
   TR_TRY(mx_scalar_int(t->mx, &d, depth, MX_INT64));
+  if (mx_dtype_is_float(mx_dtype_of(idx))) { /* a fractional index matches no position */
+    mx_array f, whole, integral;
+    TR_TRY(mx_astype(t->mx, &f, idx, MX_FLOAT32));
+    TR_TRY(mx_unary(t->mx, &whole, MX_FLOOR, f));
+    TR_TRY(mx_binary(t->mx, &integral, MX_EQUAL, whole, f));
+    TR_TRY(mx_astype(t->mx, &idx, f, MX_INT64));
+    TR_TRY(mx_where(t->mx, &idx, integral, idx, d));
+  } else if (mx_dtype_of(idx) != MX_INT64) {
+    TR_TRY(mx_astype(t->mx, &idx, idx, MX_INT64));
+  }
   TR_TRY(mx_binary(t->mx, &neg, MX_LESS, idx, zero));
   TR_TRY(mx_binary(t->mx, &shifted, MX_ADD, idx, d));
   TR_TRY(mx_where(t->mx, &idx, neg, shifted, idx));
@@ -622,6 +637,11 @@ static bool claim_compress(const ir_graph *g, const ir_node *n, const op_row *r,
   if (a && x->rank >= 0 && (a->i < -x->rank || a->i >= x->rank))
     return op_decline(why, "axis %lld is out of range for rank %d", (long long)a->i, x->rank);
   return true;
+}
+
+/* A constant condition is free to read and fixes the output shape: such a node compiles keyed. */
+static op_compile_class compress_node_class(const ir_graph *g, const ir_node *n) {
+  return op_input_is_const(g, n, 1) ? OP_SHAPE_KEYED : OP_EAGER;
 }
 
 /* The condition is read on the host (the output's length depends on it); its first
@@ -839,6 +859,10 @@ const op_row ops_index_rows[] = {
      OP_SHAPE_KEYED, 0, REDUCE_ALL,
      "reduction none/add/mul/max/min (bool: add is or, mul is and); duplicate indices with none: "
      "unspecified winner; an out-of-range index fails the run, naming the node"},
+    {"", "Scatter", 9, 10, claim_scatter_elements, translate_scatter_elements, OP_SHAPE_KEYED, 0,
+     REDUCE_NONE_ONLY,
+     "the deprecated name of ScatterElements without reduction; an out-of-range index fails the "
+     "run, naming the node"},
     {"", "ScatterND", 11, 15, claim_scatter_nd, translate_scatter_nd, OP_SHAPE_KEYED, 0,
      REDUCE_NONE_ONLY,
      "duplicate indices: which update lands is unspecified; indices' last dim 0 declined; an "
@@ -851,17 +875,18 @@ const op_row ops_index_rows[] = {
      REDUCE_ALL,
      "reduction none/add/mul/max/min (bool: add is or, mul is and); duplicate indices with none: "
      "unspecified winner; an out-of-range index fails the run, naming the node"},
-    {"", "OneHot", 9, 10, claim_one_hot, translate_one_hot, OP_SHAPE_KEYED, OP_NUMERIC, 0,
-     "negative indices wrap, others out of range give all-off; depth is read on the host: free "
-     "when constant; a computed depth makes the group eager for that read"},
-    {"", "OneHot", 11, 25, claim_one_hot, translate_one_hot, OP_SHAPE_KEYED, OP_NUMERIC, 0,
-     "negative indices wrap, others out of range give all-off; depth is read on the host: free "
-     "when constant; a computed depth makes the group eager for that read"},
+    {"", "OneHot", 9, 25, claim_one_hot, translate_one_hot, OP_SHAPE_KEYED, OP_NUMERIC, 0,
+     "negative indices wrap (opset 9 too, as in ONNX Runtime), others out of range give all-off; "
+     "depth is read on the host: free when constant; a computed depth makes the group eager for "
+     "that read"},
     {"", "Compress", 9, 10, claim_compress, translate_compress, OP_EAGER, 0, 0,
-     "data-dependent output shape: the condition is evaluated on the host every run; negative "
-     "axis declined (opset 11+)"},
+     "data-dependent output shape: a computed condition is evaluated on the host every run (a "
+     "constant one compiles keyed); negative axis declined (opset 11+)",
+     compress_node_class},
     {"", "Compress", 11, 25, claim_compress, translate_compress, OP_EAGER, 0, 1,
-     "data-dependent output shape: the condition is evaluated on the host every run"},
+     "data-dependent output shape: a computed condition is evaluated on the host every run (a "
+     "constant one compiles keyed)",
+     compress_node_class},
     {"", "NonZero", 9, 25, NULL, translate_nonzero, OP_EAGER, 0, 0,
      "data-dependent output shape: evaluated on the host every run"},
     {"", "Unique", 11, 25, claim_unique, translate_unique, OP_EAGER, 0, 0,

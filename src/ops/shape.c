@@ -1,14 +1,21 @@
 /*
  * Shape operators: the ops that move, relabel or convert data without arithmetic. Reshape,
- * Transpose, Squeeze, Unsqueeze, Flatten, Concat, Expand, Shape, Identity and Cast. Shape-valued
- * inputs (Reshape's and Expand's shape, Squeeze/Unsqueeze axes from opset 13) are read on the host
- * with tr_host_ints: free for constant initializers, an evaluation otherwise, which makes the
- * group eager for that read. Ops that only relabel axes go through MLX's rank-only primitives
- * (squeeze, expand_dims, flatten) so they stay shapeless; ops whose result depends on concrete
- * dims (Reshape's 0 and -1, Expand, Shape, Squeeze's size-1 checks) are shape-keyed. Cast covers
- * every MLX dtype: float -> int truncates toward zero as C does, float -> bool tests nonzero.
- * Opset versions are split where the semantics change (allowzero from Reshape-14, negative axes
- * from opset 11, axes as an input from opset 13, Shape's start/end from 15).
+ * Transpose, Squeeze, Unsqueeze, Flatten, Concat, Expand, Shape, Identity, Cast, Split, Tile, Pad,
+ * CenterCropPad, DepthToSpace, SpaceToDepth, Size, Dropout (inference), Trilu, EyeLike and
+ * ReverseSequence. Shape-valued inputs (Reshape's and Expand's shape, Squeeze/Unsqueeze axes from
+ * opset 13, Split's sizes, Tile's repeats, Pad's pads and axes, CenterCropPad's shape) are read on
+ * the host with tr_host_ints: free for constant initializers, an evaluation otherwise, which makes
+ * the group eager for that read. Ops that only relabel axes go through MLX's rank-only primitives
+ * (squeeze, expand_dims, flatten) so they stay shapeless, as does Dropout (identity, its mask
+ * built elementwise); ops whose result depends on concrete dims are shape-keyed. Values that only
+ * steer elementwise choices stay on the device (Trilu's k, ReverseSequence's lengths, whose range
+ * is a run-time check). Cast covers every MLX dtype: float -> int truncates toward zero as C does,
+ * float -> bool tests nonzero. Pad crops negative pads first and builds edge/reflect/wrap padding
+ * from host-computed source positions, rejecting what ONNX Runtime rejects (reflect beyond dim-1,
+ * non-constant modes on empty axes). Opset versions are split where the semantics change
+ * (allowzero from Reshape-14, negative axes from opset 11, axes as an input from opset 13, Shape's
+ * start/end from 15, Split's input from 13 and num_outputs from 18, Pad's inputs from 11, axes
+ * from 18 and wrap from 19, Dropout's mask and training_mode from 12).
  */
 #include "ops/families.h"
 #include "plan/translate.h"
@@ -417,9 +424,9 @@ static int split_sizes(tr_ctx *t, const ir_node *n, const op_row *r, int64_t dim
   }
   if (r->code == SPLIT_NUM_OUTPUTS && ir_find_attr(n, "num_outputs")) {
     int64_t chunk = (dim + k - 1) / k, last = dim - chunk * (k - 1);
-    if (k > dim || last < 0)
+    if (k > dim || last < 1) /* as ONNX Runtime: no empty chunk */
       return tr_fail(t, "num_outputs %d cannot split an axis of %lld elements into chunks of "
-                        "%lld",
+                        "%lld with a non-empty last one",
                      k, (long long)dim, (long long)chunk);
     for (int i = 0; i < k; i++) sizes[i] = i < k - 1 ? chunk : last;
     return MX_OK;
@@ -682,8 +689,13 @@ static bool claim_blocks(const ir_graph *g, const ir_node *n, const op_row *r, o
 
 static int blocks_shape(tr_ctx *t, mx_array x, int64_t b, int *dims) {
   if (mx_ndim(x) != 4) return tr_fail(t, "the input has rank %d, not 4", mx_ndim(x));
-  if (b <= 0 || b > INT32_MAX / 2) return tr_fail(t, "blocksize %lld is invalid", (long long)b);
-  for (int i = 0; i < 4; i++) dims[i] = mx_dim(x, i);
+  if (b <= 0 || b > 46340) /* b * b must fit an int */
+    return tr_fail(t, "blocksize %lld is outside [1, 46340]", (long long)b);
+  for (int i = 0; i < 4; i++) {
+    dims[i] = mx_dim(x, i);
+    if ((int64_t)dims[i] * b * b > INT32_MAX)
+      return tr_fail(t, "dim %d times blocksize^2 exceeds MLX's shape range", i);
+  }
   return MX_OK;
 }
 
