@@ -153,7 +153,9 @@ def check_compiled(model, feed_sets, capfd, path="shapeless", rtol=1e-5, atol=1e
     """Runs one MLX session on several feed sets (e.g. different batch sizes through symbolic
     dims), compares each run with ORT's CPU provider, then reads the EP's verbose session summary
     (printed to stderr when the session is released) and asserts the single fused group took
-    `path` with every run compiled and no fallback to eager translation."""
+    `path` with every run compiled and no fallback to eager translation. On the shapeless path,
+    runs whose inputs hold a zero-size dim are expected eager (MLX's shapeless replay
+    mis-broadcasts empty dims, so the plan runs those calls eagerly)."""
     import gc
 
     s = harness.mlx_session(model, provider_options={"verbose": "1"})
@@ -166,9 +168,11 @@ def check_compiled(model, feed_sets, capfd, path="shapeless", rtol=1e-5, atol=1e
     err = capfd.readouterr().err
     lines = [ln for ln in err.splitlines() if " nodes, path " in ln]
     assert len(lines) == 1, err
-    runs = len(feed_sets)
+    empty = sum(1 for f in feed_sets if path == "shapeless" and
+                any(np.asarray(v).size == 0 for v in f.values()))
+    runs = len(feed_sets) - empty
     assert f"path {path} (" in lines[0], lines[0]
-    assert f"compiled {runs}, eager 0" in lines[0] and "fallbacks 0" in lines[0], lines[0]
+    assert f"compiled {runs}, eager {empty}" in lines[0] and "fallbacks 0" in lines[0], lines[0]
     return lines[0]
 
 

@@ -74,34 +74,14 @@ static bool claim_bitcast(const ir_graph *g, const ir_node *n, const op_row *r, 
 }
 
 /* --- translators ------------------------------------------------------------------------- */
-static int cast_to_output(tr_ctx *t, mx_array y) {
-  mx_dtype want = tr_out_dtype(t, 0);
-  if (mx_dtype_of(y) != want) TR_TRY(mx_astype(t->mx, &y, y, want));
-  return tr_out(t, 0, y);
-}
-
-static int translate_binary(tr_ctx *t, const ir_node *n, const op_row *r) {
-  (void)n;
-  mx_array y;
-  TR_TRY(mx_binary(t->mx, &y, (mx_binary_op)r->code, tr_in(t, 0), tr_in(t, 1)));
-  return cast_to_output(t, y);
-}
-
-static int translate_unary(tr_ctx *t, const ir_node *n, const op_row *r) {
-  (void)n;
-  mx_array y;
-  TR_TRY(mx_unary(t->mx, &y, (mx_unary_op)r->code, tr_in(t, 0)));
-  return cast_to_output(t, y);
-}
-
 /* Integer division truncating toward zero: |a| // |b| with the sign of a*b. */
 static int translate_div(tr_ctx *t, const ir_node *n, const op_row *r) {
   mx_array a = tr_in(t, 0), b = tr_in(t, 1);
-  if (mx_dtype_is_float(mx_dtype_of(a))) return translate_binary(t, n, r);
+  if (mx_dtype_is_float(mx_dtype_of(a))) return op_translate_binary(t, n, r);
   mx_array q;
   if (mx_dtype_is_unsigned_int(mx_dtype_of(a))) {
     TR_TRY(mx_binary(t->mx, &q, MX_FLOOR_DIVIDE, a, b));
-    return cast_to_output(t, q);
+    return tr_out_cast(t, 0, q);
   }
   mx_array abs_a, abs_b, sa, sb, sign;
   TR_TRY(mx_unary(t->mx, &abs_a, MX_ABS, a));
@@ -111,7 +91,7 @@ static int translate_div(tr_ctx *t, const ir_node *n, const op_row *r) {
   TR_TRY(mx_unary(t->mx, &sb, MX_SIGN, b));
   TR_TRY(mx_binary(t->mx, &sign, MX_MULTIPLY, sa, sb));
   TR_TRY(mx_binary(t->mx, &q, MX_MULTIPLY, q, sign));
-  return cast_to_output(t, q);
+  return tr_out_cast(t, 0, q);
 }
 
 /* Integer powers with a negative exponent, as ORT computes them (truncating 1 / a^|b|): 1 for
@@ -159,7 +139,7 @@ static int translate_pow(tr_ctx *t, const ir_node *n, const op_row *r) {
     TR_TRY(mx_binary(t->mx, &y, MX_POWER, a, b));
     if (!mx_dtype_is_unsigned_int(ta)) TR_TRY(int_negative_powers(t, a, b, &y));
   }
-  return cast_to_output(t, y);
+  return tr_out_cast(t, 0, y);
 }
 
 /* Mod: fmod=0 takes the divisor's sign (MLX's remainder, Python's %); fmod=1 the dividend's, as
@@ -170,7 +150,7 @@ static int translate_mod(tr_ctx *t, const ir_node *n, const op_row *r) {
   mx_dtype dt = mx_dtype_of(a);
   if (ir_attr_int(n, "fmod", 0) == 0 || mx_dtype_is_unsigned_int(dt)) {
     TR_TRY(mx_binary(t->mx, &y, MX_REMAINDER, a, b));
-    return cast_to_output(t, y);
+    return tr_out_cast(t, 0, y);
   }
   mx_array abs_a, abs_b, neg, zero, is_neg;
   TR_TRY(mx_unary(t->mx, &abs_a, MX_ABS, a));
@@ -180,7 +160,7 @@ static int translate_mod(tr_ctx *t, const ir_node *n, const op_row *r) {
   TR_TRY(tr_scalar(t, &zero, 0.0, dt));
   TR_TRY(mx_binary(t->mx, &is_neg, MX_LESS, a, zero));
   TR_TRY(mx_where(t->mx, &y, is_neg, neg, y));
-  return cast_to_output(t, y);
+  return tr_out_cast(t, 0, y);
 }
 
 /* Max, Min, Sum, Mean: a left fold of the (broadcasting) binary op over every input; Sum and
@@ -206,7 +186,7 @@ static int translate_variadic(tr_ctx *t, const ir_node *n, const op_row *r) {
     TR_TRY(tr_scalar(t, &c, count, mx_dtype_of(acc)));
     TR_TRY(mx_binary(t->mx, &acc, MX_DIVIDE, acc, c));
   }
-  return cast_to_output(t, acc);
+  return tr_out_cast(t, 0, acc);
 }
 
 /* Clip before opset 11: `min` and `max` attributes (absent: unbounded on that side). */
@@ -218,7 +198,7 @@ static int translate_clip_attr(tr_ctx *t, const ir_node *n, const op_row *r) {
   if (amin) TR_TRY(tr_scalar(t, &lo, amin->f, mx_dtype_of(x)));
   if (amax) TR_TRY(tr_scalar(t, &hi, amax->f, mx_dtype_of(x)));
   TR_TRY(mx_clip(t->mx, &y, x, lo, hi));
-  return cast_to_output(t, y);
+  return tr_out_cast(t, 0, y);
 }
 
 /* Clip from opset 11: optional scalar inputs min and max. MLX's clip is max then min, so
@@ -236,7 +216,7 @@ static int translate_clip_inputs(tr_ctx *t, const ir_node *n, const op_row *r) {
   }
   if (!bound[0] && !bound[1]) return tr_out(t, 0, x);
   TR_TRY(mx_clip(t->mx, &y, x, bound[0], bound[1]));
-  return cast_to_output(t, y);
+  return tr_out_cast(t, 0, y);
 }
 
 /* IsInf: +inf and/or -inf as detect_positive / detect_negative select (both default to 1). */
@@ -251,7 +231,7 @@ static int translate_isinf(tr_ctx *t, const ir_node *n, const op_row *r) {
   else if (want_pos) y = pos;
   else if (want_neg) y = neg;
   else TR_TRY(mx_binary(t->mx, &y, MX_LOGICAL_AND, pos, neg)); /* never both: all false */
-  return cast_to_output(t, y);
+  return tr_out_cast(t, 0, y);
 }
 
 static int translate_bitshift(tr_ctx *t, const ir_node *n, const op_row *r) {
@@ -259,7 +239,7 @@ static int translate_bitshift(tr_ctx *t, const ir_node *n, const op_row *r) {
   mx_array y;
   bool left = strcmp(ir_attr_string(n, "direction", ""), "LEFT") == 0;
   TR_TRY(mx_binary(t->mx, &y, left ? MX_LEFT_SHIFT : MX_RIGHT_SHIFT, tr_in(t, 0), tr_in(t, 1)));
-  return cast_to_output(t, y);
+  return tr_out_cast(t, 0, y);
 }
 
 /* CastLike: Cast to input 1's element type (the declared output type), as Cast converts. */
@@ -288,13 +268,13 @@ static int translate_where(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)n, (void)r;
   mx_array y;
   TR_TRY(mx_where(t->mx, &y, tr_in(t, 0), tr_in(t, 1), tr_in(t, 2)));
-  return cast_to_output(t, y);
+  return tr_out_cast(t, 0, y);
 }
 
 #define BINARY(name, lo, hi, op, types) \
-  {"", name, lo, hi, claim_same_types, translate_binary, OP_SHAPELESS, types, op, NULL}
+  {"", name, lo, hi, claim_same_types, op_translate_binary, OP_SHAPELESS, types, op, NULL}
 #define UNARY(name, lo, hi, op, types) \
-  {"", name, lo, hi, NULL, translate_unary, OP_SHAPELESS, types, op, NULL}
+  {"", name, lo, hi, NULL, op_translate_unary, OP_SHAPELESS, types, op, NULL}
 #define VARIADIC(name, lo, hi, op, types) \
   {"", name, lo, hi, claim_same_types, translate_variadic, OP_SHAPELESS, types, op, \
    "variadic, numpy broadcasting"}
@@ -357,7 +337,7 @@ const op_row ops_elementwise_rows[] = {
     UNARY("Atanh", 9, 22, MX_ATANH, OP_FLOATS),
     UNARY("Floor", 6, 13, MX_FLOOR, OP_FLOATS),
     UNARY("Ceil", 6, 13, MX_CEIL, OP_FLOATS),
-    {"", "Round", 11, 22, NULL, translate_unary, OP_SHAPELESS, OP_FLOATS, MX_ROUND,
+    {"", "Round", 11, 22, NULL, op_translate_unary, OP_SHAPELESS, OP_FLOATS, MX_ROUND,
      "halves round to even"},
     UNARY("IsNaN", 9, 20, MX_ISNAN, OP_FLOATS),
     {"", "IsInf", 10, 20, NULL, translate_isinf, OP_SHAPELESS, OP_FLOATS, 0,

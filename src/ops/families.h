@@ -7,12 +7,12 @@
 
 #include "ops/registry.h"
 
-extern const op_row ops_elementwise_rows[]; /* arithmetic, comparison, logic, unary math */
+extern const op_row ops_elementwise_rows[]; /* arithmetic, comparison, logic, bitwise, math */
 extern const op_row ops_activation_rows[];  /* Relu, Sigmoid, Tanh, Gelu, Softmax, ... */
 extern const op_row ops_math_rows[];        /* MatMul, Gemm */
 extern const op_row ops_shape_rows[];       /* Reshape, Transpose, Concat, Cast, Shape, ... */
 extern const op_row ops_index_rows[];       /* Slice, Gather */
-extern const op_row ops_reduce_rows[];      /* ReduceSum, ReduceMean, ReduceMax */
+extern const op_row ops_reduce_rows[];      /* Reduce*, ArgMax/ArgMin, CumSum/CumProd, TopK */
 extern const op_row ops_norm_rows[];        /* Layer/RMS/Group/Instance/MVN/Lp norms */
 extern const op_row ops_norm_channel_rows[]; /* BatchNormalization, LRN */
 extern const op_row ops_resize_rows[];      /* Resize, Upsample */
@@ -23,5 +23,16 @@ extern const op_row ops_ssm_scatter_rows[];   /* TensorScatter (KV caches) */
 extern const op_row ops_ssm_conv_rows[];      /* CausalConvWithState */
 extern const op_row ops_ssm_attention_rows[]; /* LinearAttention */
 extern const op_row ops_ssm_gates_rows[];     /* LinearAttentionGate, GatedAdd, GatedRMSNorm */
+extern const op_row ops_quant_rows[];       /* Quantize/DequantizeLinear, integer products */
+extern const op_row ops_attention_rows[];   /* Attention (ai.onnx 23, 24) */
+extern const op_row ops_signal_rows[]; /* DFT, STFT, Hann/Hamming/BlackmanWindow, MelWeightMatrix */
+extern const op_row ops_vision_rows[]; /* GridSample, AffineGrid, RoiAlign, MaxUnpool, Col2Im, NMS */
+extern const op_row ops_linalg_rows[]; /* Einsum, Det */
+extern const op_row ops_random_rows[]; /* RandomNormal/Uniform(Like), Bernoulli, Multinomial */
+
+/* Translators shared by several families (ops/common.c): one bridge op named by row->code,
+ * its result cast to the declared output type. */
+int op_translate_unary(struct tr_ctx *t, const ir_node *n, const op_row *r);
+int op_translate_binary(struct tr_ctx *t, const ir_node *n, const op_row *r);
 
 #endif

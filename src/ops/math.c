@@ -11,12 +11,6 @@
 #include "plan/translate.h"
 
 /* --- shared helpers ---------------------------------------------------------------------- */
-static int cast_to_output(tr_ctx *t, mx_array y) {
-  mx_dtype want = tr_out_dtype(t, 0);
-  if (mx_dtype_of(y) != want) TR_TRY(mx_astype(t->mx, &y, y, want));
-  return tr_out(t, 0, y);
-}
-
 /* Integer products are declined: MLX's matmul takes float16, bfloat16 and float32 only. */
 static bool decline_ints(const ir_graph *g, const ir_node *n, op_why why) {
   const ir_value *a = ir_input(g, n, 0);
@@ -47,7 +41,7 @@ static int translate_matmul(tr_ctx *t, const ir_node *n, const op_row *r) {
   mx_array a = tr_in(t, 0), b = tr_in(t, 1), y;
   if (mx_ndim(a) == 0 || mx_ndim(b) == 0) return tr_fail(t, "MatMul operands must have rank >= 1");
   TR_TRY(mx_matmul(t->mx, &y, a, b));
-  return cast_to_output(t, y);
+  return tr_out_cast(t, 0, y);
 }
 
 /* --- Gemm -------------------------------------------------------------------------------- */
@@ -109,7 +103,7 @@ static int translate_gemm(tr_ctx *t, const ir_node *n, const op_row *r) {
     }
     TR_TRY(mx_binary(t->mx, &y, MX_ADD, y, c));
   }
-  return cast_to_output(t, y);
+  return tr_out_cast(t, 0, y);
 }
 
 /* The element types ONNX allows for MatMul and Gemm: integer ones reach the claim, which

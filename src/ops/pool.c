@@ -24,12 +24,6 @@
 enum { POOL_MAX, POOL_AVG, POOL_LP };
 
 /* --- shared helpers ---------------------------------------------------------------------- */
-static int cast_to_output(tr_ctx *t, mx_array y) {
-  mx_dtype want = tr_out_dtype(t, 0);
-  if (mx_dtype_of(y) != want) TR_TRY(mx_astype(t->mx, &y, y, want));
-  return tr_out(t, 0, y);
-}
-
 static bool is_half(mx_dtype d) { return d == MX_FLOAT16 || d == MX_BFLOAT16; }
 
 /* Input 0, widened to float32 for the summing pools of half types. */
@@ -175,7 +169,7 @@ static int empty_output(tr_ctx *t, mx_array x, const pool_axis *ax, int nd) {
   for (int i = 0; i < nd; i++) shape[i + 2] = ax[i].out;
   TR_TRY(tr_scalar(t, &zero, 0.0, mx_dtype_of(x)));
   TR_TRY(mx_full(t->mx, &y, shape, nd + 2, zero));
-  return cast_to_output(t, y);
+  return tr_out_cast(t, 0, y);
 }
 
 static bool claim_pool(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
@@ -251,7 +245,7 @@ static int translate_pool(tr_ctx *t, const ir_node *n, const op_row *r) {
     if (kind == POOL_AVG) TR_TRY(average_axis(t, y, i + 2, &ax[i], include_pad, &y));
   }
   if (kind == POOL_LP) TR_TRY(lp_root(t, p, y, &y));
-  return cast_to_output(t, y);
+  return tr_out_cast(t, 0, y);
 }
 
 /* --- global pooling ---------------------------------------------------------------------- */
@@ -279,7 +273,7 @@ static int translate_global(tr_ctx *t, const ir_node *n, const op_row *r) {
       TR_TRY(mx_reduce(t->mx, &y, MX_SUM, x, axes, na, true));
       TR_TRY(lp_root(t, p, y, &y));
   }
-  return cast_to_output(t, y);
+  return tr_out_cast(t, 0, y);
 }
 
 #define POOL(name, lo, hi, kind, types, note) \

@@ -361,7 +361,11 @@ int plan_run(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array *outputs,
   mx_array *bound = malloc(sizeof(mx_array) * ((size_t)p->g->n_graph_inputs + 1));
   int rc = bound ? bind_inputs(p, ctx, inputs, bound, &n_bound, err, len) : MX_ERR_NOMEM;
   if (!bound) snprintf(err, len, "out of memory");
-  if (rc == MX_OK && p->path != PLAN_EAGER && !p->compile_broken) {
+  /* MLX's shapeless replay mis-broadcasts zero-size dims: such calls take the eager path. */
+  bool empty_input = false;
+  for (int i = 0; rc == MX_OK && i < n_bound; i++) empty_input |= mx_size(bound[i]) == 0;
+  bool compiled = p->path == PLAN_KEYED || (p->path == PLAN_SHAPELESS && !empty_input);
+  if (rc == MX_OK && compiled && !p->compile_broken) {
     bool checks_ok = false;
     int compiled_rc = run_compiled(p, ctx, bound, n_bound, outputs, &checks_ok);
     if (compiled_rc != MX_OK) {

@@ -29,6 +29,12 @@ int tr_out(tr_ctx *t, int i, mx_array a) {
   return MX_OK;
 }
 
+int tr_out_cast(tr_ctx *t, int i, mx_array a) {
+  mx_dtype want = tr_out_dtype(t, i);
+  if (mx_dtype_of(a) != want) TR_TRY(mx_astype(t->mx, &a, a, want));
+  return tr_out(t, i, a);
+}
+
 int tr_fail(tr_ctx *t, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -58,8 +64,13 @@ int tr_host_scalar(tr_ctx *t, int i, double *value) {
   if (!a) return tr_fail(t, "input %d is missing", i);
   if (mx_size(a) != 1) return tr_fail(t, "input %d must hold one value", i);
   if (!tr_input_is_constant(t, i)) t->host_reads++;
-  bool is_float = mx_dtype_is_float(mx_dtype_of(a));
+  mx_dtype d = mx_dtype_of(a);
+  bool is_float = mx_dtype_is_float(d);
   mx_array c;
+  if (d == MX_FLOAT64) { /* read as is: float64 exists only on the CPU device */
+    TR_TRY(mx_copy_to_host(t->mx, a, value, sizeof *value));
+    return MX_OK;
+  }
   TR_TRY(mx_astype(t->mx, &c, a, is_float ? MX_FLOAT32 : MX_INT64));
   if (is_float) {
     float v = 0;

@@ -46,6 +46,9 @@ mx_array tr_in(tr_ctx *t, int i); /* NULL for an absent optional input */
  * host costs nothing and does not make the group eager. */
 bool tr_input_is_constant(const tr_ctx *t, int i);
 int tr_out(tr_ctx *t, int i, mx_array a);
+/* Sets output i after casting `a` to the element type ONNX declares for it (MLX promotes where
+ * ONNX does not). */
+int tr_out_cast(tr_ctx *t, int i, mx_array a);
 bool tr_has_out(tr_ctx *t, int i);
 int tr_fail(tr_ctx *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Reads an integer (int32/int64) input's values on the host into vals (cap entries). */

@@ -1,0 +1,20 @@
+/*
+ * Translators more than one operator family uses: a single bridge operation selected by the
+ * row's code (mx_unary_op or mx_binary_op), with the result cast to the declared output type.
+ */
+#include "ops/families.h"
+#include "plan/translate.h"
+
+int op_translate_unary(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)n;
+  mx_array y;
+  TR_TRY(mx_unary(t->mx, &y, (mx_unary_op)r->code, tr_in(t, 0)));
+  return tr_out_cast(t, 0, y);
+}
+
+int op_translate_binary(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)n;
+  mx_array y;
+  TR_TRY(mx_binary(t->mx, &y, (mx_binary_op)r->code, tr_in(t, 0), tr_in(t, 1)));
+  return tr_out_cast(t, 0, y);
+}
