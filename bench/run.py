@@ -61,22 +61,36 @@ def timed(session, feeds):
     return (time.perf_counter() - t0) * 1e3, out
 
 
-def bench_case(name, make, runs, warmup, provider_options):
+def eager_session(model, provider_options):
+    """An MLX session with compilation switched off (the A/B kill switch is read at creation)."""
+    os.environ["ONNXRUNTIME_EP_MLX_NO_COMPILE"] = "1"
+    try:
+        return compare.mlx_session(model, provider_options, report=False, sess_options=quiet())[0]
+    finally:
+        del os.environ["ONNXRUNTIME_EP_MLX_NO_COMPILE"]
+
+
+def bench_case(name, make, runs, warmup, provider_options, ab=False):
     model, feeds = make()
     cpu = ort.InferenceSession(model, quiet(), providers=["CPUExecutionProvider"])
     opts = dict(provider_options, verbose="1")
     mlx_s, rep = compare.mlx_session(model, opts, sess_options=quiet())
+    eager = eager_session(model, provider_options) if ab else None
     on_mlx, total = compare.coverage(mlx_s)
     for _ in range(warmup):
         cpu.run(None, feeds)
         mlx_s.run(None, feeds)
-    cpu_t, mlx_t = [], []
+        if eager:
+            eager.run(None, feeds)
+    cpu_t, mlx_t, eager_t = [], [], []
     cpu_out = mlx_out = None
-    for _ in range(runs):  # interleaved: both see the same machine state
+    for _ in range(runs):  # interleaved: all see the same machine state
         t, cpu_out = timed(cpu, feeds)
         cpu_t.append(t)
         t, mlx_out = timed(mlx_s, feeds)
         mlx_t.append(t)
+        if eager:
+            eager_t.append(timed(eager, feeds)[0])
     cpu_ms, mlx_ms = statistics.median(cpu_t), statistics.median(mlx_t)
     holder = [mlx_s]
     del mlx_s
@@ -90,7 +104,8 @@ def bench_case(name, make, runs, warmup, provider_options):
             "paths": ", ".join(f"{n} {p}" for p, n in sorted(paths.items())),
             # every group sees one input shape here: more traces than groups means a retrace
             "traces": sum(g["traces"] for g in groups),
-            "fallbacks": sum(g["fallbacks"] for g in groups)}
+            "fallbacks": sum(g["fallbacks"] for g in groups),
+            "eager_ms": statistics.median(eager_t) if eager_t else None}
 
 
 def table(rows, runs) -> str:
@@ -105,6 +120,13 @@ def table(rows, runs) -> str:
                      f"{r['ratio']:.2f}x | {r['coverage']} | {r['groups']} | {r['paths']} | "
                      f"{r['traces']} | {r['fallbacks']} | {r['diff']:.2g} |")
     lines.append("")
+    ab = [r for r in rows if r.get("eager_ms")]
+    if ab:
+        lines += ["", "A/B, same runs: the MLX EP with compilation off (ONNXRUNTIME_EP_MLX_NO_COMPILE=1)",
+                  "", "| Model | MLX compiled ms | MLX eager ms | eager/compiled |", "|---|---:|---:|---:|"]
+        lines += [f"| {r['name']} | {r['mlx_ms']:.3f} | {r['eager_ms']:.3f} | "
+                  f"{r['eager_ms'] / r['mlx_ms']:.2f}x |" for r in ab]
+        lines.append("")
     lines.append(f"Median of {runs} interleaved runs after warm-up; CPU/MLX > 1 means the MLX EP "
                  f"is faster. traces: MLX compile traces over all runs (one input shape per model, "
                  f"so traces <= compiled groups means no retrace after the first run).")
@@ -128,6 +150,7 @@ def main(argv=None) -> int:
     p.add_argument("--filter", default="", help="only models whose name contains this")
     p.add_argument("--no-write", action="store_true", help="print only")
     p.add_argument("--device", choices=["cpu", "gpu"])
+    p.add_argument("--no-ab", action="store_true", help="skip the compile-off A/B column")
     args = p.parse_args(argv)
     opts = {"device": args.device} if args.device else {}
     rows = []
@@ -135,10 +158,10 @@ def main(argv=None) -> int:
         if args.filter and args.filter.lower() not in name.lower():
             continue
         try:
-            rows.append(bench_case(name, make, args.runs, args.warmup, opts))
+            rows.append(bench_case(name, make, args.runs, args.warmup, opts, ab=not args.no_ab))
         except Exception as e:  # a model that cannot run is reported, not fatal
             rows.append({"name": name, "error": str(e).splitlines()[0][:120]})
-        print(table(rows[-1:], args.runs).splitlines()[2], flush=True)
+        print(table(rows[-1:], args.runs).splitlines()[2], flush=True)  # the model's row
     floor = mlx_floor_us()
     stamp = time.strftime("%Y-%m-%d")
     text = (f"Measured {stamp} by `make bench` on {machine()}; environment "
