@@ -70,8 +70,10 @@ const char *ir_elem_name(int t) {
     case IR_COMPLEX64: return "complex64";
     case IR_COMPLEX128: return "complex128";
     case IR_BFLOAT16: return "bfloat16";
-    case 17: case 18: case 19: case 20: case 23: case 24: case 25: return "float8/float4";
+    case 17: case 18: case 19: case 20: case 24: return "float8";
+    case 23: return "float4";
     case 21: case 22: return "int4/uint4";
+    case 25: case 26: return "int2/uint2";
     default: return "unknown";
   }
 }

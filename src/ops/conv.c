@@ -12,6 +12,7 @@
  * SAME whose padding would be negative, output_padding not below the stride) are declined and stay
  * on ONNX Runtime.
  */
+#include "ops/conv.h"
 #include "ops/families.h"
 #include "ops/window.h"
 #include "plan/translate.h"
@@ -178,9 +179,10 @@ static bool claim_conv(const ir_graph *g, const ir_node *n, const op_row *r, op_
   return true;
 }
 
-static int translate_conv(tr_ctx *t, const ir_node *n, const op_row *r) {
-  (void)r;
-  mx_array x = tr_in(t, 0), w = tr_in(t, 1), y;
+/* Conv's correlation of channels-first x by w under node n's window attributes, channels-last
+ * and without bias; exported (ops/conv.h) for ConvInteger and QLinearConv. */
+int conv_forward_channels_last(tr_ctx *t, const ir_node *n, mx_array x, mx_array w,
+                               mx_array *y) {
   win_attrs wa;
   int groups;
   TR_TRY(conv_attrs(t, n, x, w, &wa, &groups));
@@ -199,7 +201,13 @@ static int translate_conv(tr_ctx *t, const ir_node *n, const op_row *r) {
   }
   TR_TRY(to_channels_last(t, x, &x));
   TR_TRY(to_channels_last(t, w, &w));
-  TR_TRY(conv_channels_last(t, x, w, nd, stride, lo, hi, kdil, idil, groups, false, &y));
+  return conv_channels_last(t, x, w, nd, stride, lo, hi, kdil, idil, groups, false, y);
+}
+
+static int translate_conv(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)r;
+  mx_array y;
+  TR_TRY(conv_forward_channels_last(t, n, tr_in(t, 0), tr_in(t, 1), &y));
   return finish(t, y);
 }
 
