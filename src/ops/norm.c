@@ -1,23 +1,23 @@
 /*
- * Normalisation over statistics of the input itself: LayerNormalization (17),
- * RMSNormalization (23), GroupNormalization (18, 21), InstanceNormalization (6, 22) and
- * MeanVarianceNormalization (9, 13). Each is the ONNX function body composed in float32 (half
- * inputs widened, the result rounded once to the output type): the mean over the normalised
- * axes, the centred values, their mean square, and a reciprocal square root, reducing over the
- * axes directly (keepdims) so that the composition depends on ranks only. Per-channel Scale and B
- * are given trailing unit axes with expand_dims for the same reason. Two forms have fast MLX
- * kernels: LayerNormalization and RMSNormalization over the last axis with a 1-D Scale (and B)
- * of that axis's length and only Y wanted. GroupNormalization splits C into its groups with a
- * reshape, so its rows are shape-keyed; opset 18 scales and shifts per group, opset 21 per
- * channel. MeanVarianceNormalization divides by the standard deviation plus 1e-9 as its function
- * body does (ONNX Runtime's kernel omits the 1e-9 and gives NaN on constant slices). stash_type
- * other than 1 (float32 statistics) is declined.
+ * Normalisation by statistics of the input itself: LayerNormalization (17), RMSNormalization
+ * (23), GroupNormalization (18, 21), InstanceNormalization (6, 22), MeanVarianceNormalization
+ * (9, 13) and LpNormalization (1, 22). Each is composed in float32 (half inputs widened, the
+ * result rounded once to the output type): the mean over the normalised axes, the centred values,
+ * their mean square and a reciprocal square root, reducing over the axes directly (keepdims) so
+ * that the composition depends on ranks only; per-channel Scale and B get trailing unit axes with
+ * expand_dims for the same reason. LayerNormalization and RMSNormalization over the last axis
+ * with a 1-D Scale (and B) of that axis's length, only Y wanted, use MLX's fast kernels.
+ * GroupNormalization splits C into its groups with a reshape, so its rows are shape-keyed; opset
+ * 18 scales and shifts per group, opset 21 per channel. MeanVarianceNormalization divides by the
+ * standard deviation plus 1e-9 as its function body does (ONNX Runtime's kernel omits the 1e-9
+ * and gives NaN on constant slices) and, like that kernel, ignores axes beyond X's rank.
+ * LpNormalization (p 1 or 2) first divides by the largest magnitude so that squares cannot
+ * overflow. stash_type other than 1 (float32 statistics) is declined.
  */
 #include "ops/families.h"
 #include "plan/translate.h"
 
 #include <math.h>
-#include <stdio.h>
 
 /* --- shared helpers ---------------------------------------------------------------------- */
 static int cast_to(tr_ctx *t, int i, mx_array y) {
@@ -70,6 +70,11 @@ static int per_channel(tr_ctx *t, mx_array v, int trailing, mx_array *out) {
   return mx_expand_dims(t->mx, out, v, axes, trailing);
 }
 
+/* A value's static rank, or -1 when unknown. ORT reports an unknown shape as rank 0 (see
+ * ir.c), and no normalisation takes a scalar, so rank 0 counts as unknown here: a real scalar
+ * fails in the translator instead. */
+static int rank_of(const ir_value *v) { return v && v->rank > 0 ? v->rank : -1; }
+
 static bool decline_stash(const ir_node *n, op_why why) {
   int64_t stash = ir_attr_int(n, "stash_type", 1);
   if (stash != 1)
@@ -80,13 +85,11 @@ static bool decline_stash(const ir_node *n, op_why why) {
 
 /* The statistics axes [axis, rank) of LayerNormalization and RMSNormalization. */
 static bool claim_trailing_axis(const ir_graph *g, const ir_node *n, op_why why) {
-  const ir_value *x = ir_input(g, n, 0);
+  int rank = rank_of(ir_input(g, n, 0));
   int64_t axis = ir_attr_int(n, "axis", -1);
-  if (x && x->rank == 0)
-    return op_decline(why, "%s of a scalar is undefined (X needs rank >= 1)", n->op_type);
-  if (x && x->rank > 0 && (axis < -x->rank || axis >= x->rank))
+  if (rank > 0 && (axis < -rank || axis >= rank))
     return op_decline(why, "%s axis %lld is out of range for X of rank %d", n->op_type,
-                      (long long)axis, x->rank);
+                      (long long)axis, rank);
   return decline_stash(n, why);
 }
 
@@ -173,14 +176,14 @@ static int translate_rms_norm(tr_ctx *t, const ir_node *n, const op_row *r) {
 static bool claim_instance_norm(const ir_graph *g, const ir_node *n, const op_row *r,
                                 op_why why) {
   (void)r;
-  const ir_value *x = ir_input(g, n, 0);
-  if (x && x->rank >= 0 && x->rank < 3)
+  int rank = rank_of(ir_input(g, n, 0));
+  if (rank >= 0 && rank < 3)
     return op_decline(why, "InstanceNormalization needs X of rank >= 3 (N, C, D1, ...), not %d",
-                      x->rank);
+                      rank);
   for (int i = 1; i <= 2; i++) {
     const ir_value *v = ir_input(g, n, i);
     if (!v) return op_decline(why, "InstanceNormalization needs scale and B");
-    if (v->rank >= 0 && v->rank != 1)
+    if (rank_of(v) > 1)
       return op_decline(why, "InstanceNormalization %s has rank %d (1-D over C expected)",
                         i == 1 ? "scale" : "B", v->rank);
   }
@@ -212,10 +215,10 @@ static bool claim_group_norm(const ir_graph *g, const ir_node *n, const op_row *
   int64_t groups = ng->i;
   if (groups < 1) return op_decline(why, "num_groups %lld must be positive", (long long)groups);
   const ir_value *x = ir_input(g, n, 0);
-  if (x && x->rank >= 0 && x->rank < 2)
-    return op_decline(why, "GroupNormalization needs X of rank >= 2 (N, C, ...), not %d",
-                      x->rank);
-  int64_t c = x && x->rank >= 2 ? x->dims[1] : -1;
+  int rank = rank_of(x);
+  if (rank >= 0 && rank < 2)
+    return op_decline(why, "GroupNormalization needs X of rank >= 2 (N, C, ...), not %d", rank);
+  int64_t c = rank >= 2 ? x->dims[1] : -1;
   if (c >= 0 && c % groups)
     return op_decline(why, "C = %lld is not a multiple of num_groups %lld", (long long)c,
                       (long long)groups);
@@ -223,7 +226,7 @@ static bool claim_group_norm(const ir_graph *g, const ir_node *n, const op_row *
   for (int i = 1; i <= 2; i++) {
     const ir_value *v = ir_input(g, n, i);
     if (!v) return op_decline(why, "GroupNormalization needs scale and bias");
-    if (v->rank >= 0 && v->rank != 1)
+    if (rank_of(v) > 1)
       return op_decline(why, "%s has rank %d (1-D over %s expected)", i == 1 ? "scale" : "bias",
                         v->rank, per_group ? "the groups" : "C");
     if (v->rank == 1 && want >= 0 && v->dims[0] >= 0 && v->dims[0] != want)
@@ -263,46 +266,26 @@ static int translate_group_norm(tr_ctx *t, const ir_node *n, const op_row *r) {
 }
 
 /* --- MeanVarianceNormalization ----------------------------------------------------------- */
-/* The axes attribute (default [0, 2, 3]) normalised against rank, sorted and de-duplicated.
- * Returns the count, or -1 with a reason in err. */
-static int mvn_axes(const ir_node *n, int rank, int *axes, char *err, size_t len) {
+/* The axes attribute (default [0, 2, 3]) normalised against rank, sorted and de-duplicated;
+ * axes outside the rank are dropped, as ONNX Runtime's kernel drops them. */
+static int mvn_axes(const ir_node *n, int rank, int *axes) {
   static const int64_t dflt[] = {0, 2, 3};
   const ir_attr *a = ir_find_attr(n, "axes");
   const int64_t *v = a && a->type == IR_ATTR_INTS ? a->ints : dflt;
   size_t count = a && a->type == IR_ATTR_INTS ? a->count : 3;
   bool seen[MX_MAX_RANK] = {false};
-  for (size_t i = 0; i < count; i++) {
-    if (v[i] < -rank || v[i] >= rank) {
-      snprintf(err, len, "axis %lld is out of range for X of rank %d", (long long)v[i], rank);
-      return -1;
-    }
-    seen[v[i] < 0 ? v[i] + rank : v[i]] = true;
-  }
+  for (size_t i = 0; i < count; i++)
+    if (v[i] >= -rank && v[i] < rank) seen[v[i] < 0 ? v[i] + rank : v[i]] = true;
   int k = 0;
   for (int i = 0; i < rank; i++)
     if (seen[i]) axes[k++] = i;
   return k;
 }
 
-static bool claim_mvn(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
-  (void)r;
-  const ir_value *x = ir_input(g, n, 0);
-  int axes[MX_MAX_RANK];
-  char err[120];
-  if (!x || x->rank < 0)
-    return op_decline(why, "X's rank is unknown (needed to check the axes)");
-  if (x->rank > MX_MAX_RANK) return op_decline(why, "X's rank %d is too large", x->rank);
-  if (mvn_axes(n, x->rank, axes, err, sizeof err) < 0) return op_decline(why, "%s", err);
-  return true;
-}
-
 static int translate_mvn(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)r;
   mx_array x = tr_in(t, 0), mean, d, var, e, y;
-  int axes[MX_MAX_RANK];
-  char err[120];
-  int k = mvn_axes(n, mx_ndim(x), axes, err, sizeof err);
-  if (k < 0) return tr_fail(t, "%s", err);
+  int axes[MX_MAX_RANK], k = mvn_axes(n, mx_ndim(x), axes);
   TR_TRY(to_f32(t, &x));
   TR_TRY(centre(t, x, axes, k, &mean, &d, &var));
   TR_TRY(mx_unary(t->mx, &var, MX_SQRT, var));
@@ -321,11 +304,9 @@ static bool claim_lp_norm(const ir_graph *g, const ir_node *n, const op_row *r, 
   int64_t p = ir_attr_int(n, "p", 2), axis = ir_attr_int(n, "axis", -1);
   if (p != 1 && p != 2) return op_decline(why, "p = %lld: only the L1 and L2 norms are defined",
                                           (long long)p);
-  const ir_value *x = ir_input(g, n, 0);
-  if (x && x->rank == 0) return op_decline(why, "LpNormalization of a scalar is undefined");
-  if (x && x->rank > 0 && (axis < -x->rank || axis >= x->rank))
-    return op_decline(why, "axis %lld is out of range for X of rank %d", (long long)axis,
-                      x->rank);
+  int rank = rank_of(ir_input(g, n, 0));
+  if (rank > 0 && (axis < -rank || axis >= rank))
+    return op_decline(why, "axis %lld is out of range for X of rank %d", (long long)axis, rank);
   return true;
 }
 
@@ -367,6 +348,8 @@ static int translate_lp_norm(tr_ctx *t, const ir_node *n, const op_row *r) {
 
 #define ROW(op, lo, hi, claim, translate, cls, note) \
   {"", op, lo, hi, claim, translate, cls, OP_FLOATS, 0, note}
+#define ROW_NO_BF16(op, lo, hi, claim, translate, cls, note) \
+  {"", op, lo, hi, claim, translate, cls, OP_T(IR_FLOAT) | OP_T(IR_FLOAT16), 0, note}
 #define F32 "composed in float32"
 
 const op_row ops_norm_rows[] = {
@@ -376,7 +359,7 @@ const op_row ops_norm_rows[] = {
     ROW("RMSNormalization", 23, 23, claim_rms_norm, translate_rms_norm, OP_SHAPELESS,
         "MLX fast kernel for last-axis, 1-D Scale of X's type; else " F32
         "; stash_type other than 1 declined"),
-    ROW("InstanceNormalization", 6, 21, claim_instance_norm, translate_instance_norm,
+    ROW_NO_BF16("InstanceNormalization", 6, 21, claim_instance_norm, translate_instance_norm,
         OP_SHAPELESS, F32 "; X of rank >= 3"),
     ROW("InstanceNormalization", 22, 22, claim_instance_norm, translate_instance_norm,
         OP_SHAPELESS, F32 "; X of rank >= 3"),
@@ -385,11 +368,11 @@ const op_row ops_norm_rows[] = {
     ROW("GroupNormalization", 21, 21, claim_group_norm, translate_group_norm, OP_SHAPE_KEYED,
         F32 "; scale and bias per channel; stash_type other than 1 declined; shape-keyed "
             "(reshape into groups)"),
-    ROW("MeanVarianceNormalization", 9, 12, claim_mvn, translate_mvn, OP_SHAPELESS,
+    ROW_NO_BF16("MeanVarianceNormalization", 9, 12, NULL, translate_mvn, OP_SHAPELESS,
         F32 "; (X - mean) / (std + 1e-9) as the function body"),
-    ROW("MeanVarianceNormalization", 13, 13, claim_mvn, translate_mvn, OP_SHAPELESS,
+    ROW("MeanVarianceNormalization", 13, 13, NULL, translate_mvn, OP_SHAPELESS,
         F32 "; (X - mean) / (std + 1e-9) as the function body"),
-    ROW("LpNormalization", 1, 21, claim_lp_norm, translate_lp_norm, OP_SHAPELESS,
+    ROW_NO_BF16("LpNormalization", 1, 21, claim_lp_norm, translate_lp_norm, OP_SHAPELESS,
         F32 " after dividing by the largest magnitude; p 1 or 2"),
     ROW("LpNormalization", 22, 22, claim_lp_norm, translate_lp_norm, OP_SHAPELESS,
         F32 " after dividing by the largest magnitude; p 1 or 2"),

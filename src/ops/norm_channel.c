@@ -33,6 +33,10 @@ static bool bn_spatial(const ir_node *n) {
   return n->since_version >= 9 || ir_attr_int(n, "spatial", 1) != 0;
 }
 
+/* A value's static rank, or -1 when unknown (ORT reports an unknown shape as rank 0, see
+ * ir.c; neither operator takes a scalar, whose translation fails instead). */
+static int rank_of(const ir_value *v) { return v && v->rank > 0 ? v->rank : -1; }
+
 static bool claim_batch_norm(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
   (void)r;
   int v = n->since_version;
@@ -48,9 +52,8 @@ static bool claim_batch_norm(const ir_graph *g, const ir_node *n, const op_row *
       return op_decline(why, "output %d ('%s') only exists in training mode; only Y is "
                              "translated", i, o->name);
   }
-  const ir_value *x = ir_input(g, n, 0);
-  if (x && x->rank >= 0 && x->rank < 2)
-    return op_decline(why, "X has rank %d (N, C, ... expected)", x->rank);
+  int rank = rank_of(ir_input(g, n, 0));
+  if (rank >= 0 && rank < 2) return op_decline(why, "X has rank %d (N, C, ... expected)", rank);
   bool spatial = bn_spatial(n);
   for (int i = 1; i < 5; i++) {
     const ir_value *p = ir_input(g, n, i);
@@ -58,11 +61,11 @@ static bool claim_batch_norm(const ir_graph *g, const ir_node *n, const op_row *
     if (!(OP_FLOATS & OP_T(p->elem_type)))
       return op_decline(why, "%s has element type %s (a float type is needed)", bn_inputs[i],
                         ir_elem_name(p->elem_type));
-    if (spatial && p->rank >= 0 && p->rank != 1)
+    if (spatial && rank_of(p) > 1)
       return op_decline(why, "%s has rank %d (1-D over C expected)", bn_inputs[i], p->rank);
-    if (!spatial && p->rank >= 0 && x && x->rank >= 2 && p->rank != x->rank - 1)
+    if (!spatial && rank_of(p) > 0 && rank >= 2 && p->rank != rank - 1)
       return op_decline(why, "spatial=0: %s has rank %d, (C, D1, ...) of rank %d expected",
-                        bn_inputs[i], p->rank, x->rank - 1);
+                        bn_inputs[i], p->rank, rank - 1);
   }
   return true;
 }
@@ -110,9 +113,8 @@ static bool claim_lrn(const ir_graph *g, const ir_node *n, const op_row *r, op_w
   if (!size || size->type != IR_ATTR_INT) return op_decline(why, "size is required");
   if (size->i < 1 || size->i > 4096)
     return op_decline(why, "size %lld is outside [1, 4096]", (long long)size->i);
-  const ir_value *x = ir_input(g, n, 0);
-  if (x && x->rank >= 0 && x->rank < 2)
-    return op_decline(why, "X has rank %d (N, C, ... expected)", x->rank);
+  int rank = rank_of(ir_input(g, n, 0));
+  if (rank >= 0 && rank < 2) return op_decline(why, "X has rank %d (N, C, ... expected)", rank);
   return true;
 }
 
@@ -149,18 +151,19 @@ static int translate_lrn(tr_ctx *t, const ir_node *n, const op_row *r) {
   return cast_to_output(t, y);
 }
 
-#define BN(lo, hi, note) \
+#define BN(lo, hi, types, note) \
   {"", "BatchNormalization", lo, hi, claim_batch_norm, translate_batch_norm, OP_SHAPELESS, \
-   OP_FLOATS, 0, note}
+   types, 0, note}
+#define NO_BF16 (OP_T(IR_FLOAT) | OP_T(IR_FLOAT16))
 #define INFER "inference only: outputs other than Y declined"
 
 const op_row ops_norm_channel_rows[] = {
-    BN(6, 6, INFER "; is_test=0 (training) declined; spatial"),
-    BN(7, 8, INFER "; spatial"),
-    BN(9, 13, INFER),
-    BN(14, 14, INFER "; training_mode=1 declined; mean/var may differ in type from X"),
-    BN(15, 15, INFER "; training_mode=1 declined; scale/B and mean/var types may differ"),
-    {"", "LRN", 1, 12, claim_lrn, translate_lrn, OP_SHAPE_KEYED, OP_FLOATS, 0,
+    BN(6, 6, NO_BF16, INFER "; is_test=0 (training) declined; spatial"),
+    BN(7, 8, NO_BF16, INFER "; spatial"),
+    BN(9, 13, NO_BF16, INFER),
+    BN(14, 14, OP_FLOATS, INFER "; training_mode=1 declined; mean/var may differ in type from X"),
+    BN(15, 15, OP_FLOATS, INFER "; training_mode=1 declined; scale/B and mean/var types may differ"),
+    {"", "LRN", 1, 12, claim_lrn, translate_lrn, OP_SHAPE_KEYED, NO_BF16, 0,
      "float32 window sums across channels; shape-keyed (slices)"},
     {"", "LRN", 13, 13, claim_lrn, translate_lrn, OP_SHAPE_KEYED, OP_FLOATS, 0,
      "float32 window sums across channels; shape-keyed (slices)"},
