@@ -113,9 +113,11 @@ def test_constant_of_shape_from_computed_shape():
         harness.check_against_cpu(m, {"x": harness.rand(shape)})
 
 
-def test_constant_of_shape_float64_declined(tmp_path):
-    m = cos_model(numpy_helper.from_array(np.array([1.5])), out_elem=TensorProto.DOUBLE)
-    oc.check_declined(m, {"s": np.array([2, 2], np.int64)}, "n", "float64", tmp_path)
+def test_constant_of_shape_float64_claimed_on_cpu():
+    """A float64 value is claimed on the CPU device and filled bit-exactly."""
+    m = cos_model(numpy_helper.from_array(np.array([0.1])), out_elem=TensorProto.DOUBLE)
+    got, ref, _ = harness.check_against_cpu(m, {"s": np.array([2, 2], np.int64)})
+    assert got[0].dtype == np.float64 and np.array_equal(got[0], ref[0])
 
 
 def test_constant_of_shape_rank_over_16_declined(tmp_path):
@@ -193,6 +195,13 @@ def test_range_zero_delta_fails_naming_the_node():
     np.testing.assert_array_equal(s.run(None, scalars(np.int64, 0, 5, 2))[0], [0, 2, 4])
 
 
-def test_range_float64_declined(tmp_path):
+@pytest.mark.parametrize("start,limit,delta", [(0.0, 2.0, 0.5), (0.1, 1000.0, 0.1),
+                                               (1.0, -2.0, -0.3), (-0.0, 1.0, 0.25),
+                                               (0.0, 1.0, -0.5), (1e16, 1e16 + 64, 3.0)])
+def test_range_float64_claimed_on_cpu(start, limit, delta):
+    """float64 ranges are claimed on the CPU device and match ORT bit for bit: its length comes
+    from the float64 difference and its values from accumulating start += delta."""
     m = range_model(TensorProto.DOUBLE)
-    oc.check_declined(m, scalars(np.float64, 0.0, 2.0, 0.5), "n", "float64", tmp_path)
+    got, ref, _ = harness.check_against_cpu(m, scalars(np.float64, start, limit, delta))
+    assert got[0].dtype == np.float64 and got[0].shape == ref[0].shape
+    assert np.array_equal(got[0].view(np.uint64), ref[0].view(np.uint64))

@@ -15,8 +15,8 @@ static const int type_order[] = {IR_DOUBLE, IR_FLOAT, IR_FLOAT16, IR_BFLOAT16, I
                                  IR_UINT64, IR_BOOL};
 
 static void print_types(uint32_t mask) {
-  if (!mask) {
-    printf("any");
+  if (!mask || (mask & OP_ALL) == OP_ALL) { /* every type MLX holds (float64 only when listed) */
+    printf((mask & OP_F64) ? "any, float64" : "any");
     return;
   }
   const char *sep = "";
@@ -65,9 +65,10 @@ int main(void) {
   printf("Generated from the registry by `make operators` (tools/registry_dump.c); do not edit.\n");
   printf("%d registry rows covering %d operator types. A row is claimed when the node's opset\n"
          "version lies in its range, every input and output is a tensor of an element type MLX\n"
-         "holds (float64, strings, float8/float4 and int4 never are), input 0 has one of the\n"
-         "listed element types, and the row's own predicate agrees; otherwise the node stays on\n"
-         "ONNX Runtime's CPU provider and the partition report says why.\n\n",
+         "holds (strings, float8/float4 and int4 never are; float64 only on the CPU device and\n"
+         "only for rows that list it, whose translation MLX computes exactly in float64), input 0\n"
+         "has one of the listed element types, and the row's own predicate agrees; otherwise the\n"
+         "node stays on ONNX Runtime's CPU provider and the partition report says why.\n\n",
          c.rows, c.ops);
   printf("| Operator | Domain | Opsets | Element types (input 0) | Compile | Notes |\n");
   printf("|---|---|---|---|---|---|\n");

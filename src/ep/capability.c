@@ -36,7 +36,7 @@ OrtStatus *ORT_API_CALL ep_get_capability(OrtEp *this_ptr, const OrtGraph *graph
                                           OrtEpGraphSupportInfo *info) {
   mlx_ep *ep = (mlx_ep *)this_ptr;
   char err[512];
-  ir_graph *g = ir_snapshot(ep->ort, graph, err, sizeof err);
+  ir_graph *g = ir_snapshot(ep->ort, ep->factory->ort_version, graph, err, sizeof err);
   if (!g) return ep_status(ep->ort, ORT_FAIL, "%s: GetCapability: %s", EP_NAME, err);
   int n = g->n_nodes;
   bool *claimed = calloc((size_t)n + 1, sizeof(bool));

@@ -139,7 +139,7 @@ static OrtStatus *compile_one(mlx_ep *ep, const OrtGraph *graph, const OrtNode *
   OrtStatus *st = ort->Node_GetName(fused, &name);
   if (st) return st;
   char err[1024];
-  ir_graph *g = ir_snapshot(ort, graph, err, sizeof err);
+  ir_graph *g = ir_snapshot(ort, ep->factory->ort_version, graph, err, sizeof err);
   if (!g) return ep_status(ort, ORT_FAIL, "%s: Compile '%s': %s", EP_NAME, name, err);
   plan *p = NULL;
   pthread_mutex_lock(&mlx_lock);

@@ -11,8 +11,10 @@
 #include <onnxruntime_c_api.h>
 #include <stdbool.h>
 
-/* The ORT API version the plugin asks for: the compile-based EP ABI exists since 1.23. */
+/* The ORT API version the plugin needs: the compile-based EP ABI exists since 1.23. Version 24
+ * is used when present, only for TensorTypeAndShape_HasShape (unknown shapes vs scalars). */
 #define EP_ORT_API_VERSION 23
+#define EP_ORT_API_VERSION_SHAPES 24
 #define EP_NAME "MLXExecutionProvider"
 #define EP_VENDOR "onnxruntime-ep-mlx"
 #define EP_VERSION "0.1.0"
@@ -30,6 +32,7 @@ typedef struct ep_options {
 typedef struct ep_factory {
   OrtEpFactory base; /* first: ORT hands us &base */
   const OrtApi *ort;
+  int ort_version; /* EP_ORT_API_VERSION, or higher when ORT offers an optional newer call */
   const OrtEpApi *ep_api;
   const OrtLogger *logger;
   char registered_name[128];

@@ -108,13 +108,16 @@ OrtStatus *ep_factory_create(const char *registered_name, const OrtApiBase *api_
                              const OrtLogger *logger, OrtEpFactory **factories, size_t max,
                              size_t *count) {
   *count = 0;
-  const OrtApi *ort = api_base->GetApi(EP_ORT_API_VERSION);
+  int version = EP_ORT_API_VERSION_SHAPES;
+  const OrtApi *ort = api_base->GetApi(version);
+  if (!ort) ort = api_base->GetApi(version = EP_ORT_API_VERSION);
   if (!ort) return NULL; /* an ORT older than 1.23: offer nothing rather than crash */
   if (max < 1)
     return ep_status(ort, ORT_INVALID_ARGUMENT, "%s: ORT allows no factory", EP_NAME);
   ep_factory *fac = calloc(1, sizeof *fac);
   if (!fac) return ep_status(ort, ORT_FAIL, "%s: out of memory", EP_NAME);
   fac->ort = ort;
+  fac->ort_version = version;
   fac->ep_api = ort->GetEpApi();
   fac->logger = logger;
   snprintf(fac->registered_name, sizeof fac->registered_name, "%s",

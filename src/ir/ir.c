@@ -14,6 +14,7 @@
 
 typedef struct builder {
   const OrtApi *ort;
+  int ort_version;
   ir_graph *g;
   ir_arena *arena;
   int cap_values;
@@ -93,6 +94,8 @@ static bool describe_value(builder *b, const OrtValueInfo *vi, ir_value *v) {
   ONNXTensorElementDataType t;
   TRY(b->ort->GetTensorElementType(tsi, &t));
   v->elem_type = (int)t;
+  if (b->ort_version >= 24 && !b->ort->TensorTypeAndShape_HasShape(tsi))
+    return true; /* no shape information: rank stays -1 (unknown), not 0 (scalar) */
   size_t nd = 0;
   TRY(b->ort->GetDimensionsCount(tsi, &nd));
   int64_t *dims = ir_arena_alloc(b->arena, sizeof(int64_t) * (nd ? nd : 1));
@@ -103,8 +106,6 @@ static bool describe_value(builder *b, const OrtValueInfo *vi, ir_value *v) {
     if (dims[i] < 0) dims[i] = IR_DIM_UNKNOWN;
   v->rank = (int)nd;
   v->dims = dims;
-  /* Symbolic dims come back as -1 above; an entirely unknown shape has no dims and reports
-   * "rank 0" too, which we cannot tell from a scalar here, so we trust ORT's shape inference. */
   return true;
 }
 
@@ -321,8 +322,9 @@ static bool snapshot_all(builder *b, const OrtGraph *graph) {
   return ok && snapshot_boundary(b, graph, true) && snapshot_boundary(b, graph, false);
 }
 
-ir_graph *ir_snapshot(const OrtApi *ort, const OrtGraph *graph, char *err, size_t err_len) {
-  builder b = {.ort = ort, .err = err, .err_len = err_len};
+ir_graph *ir_snapshot(const OrtApi *ort, int ort_version, const OrtGraph *graph, char *err,
+                      size_t err_len) {
+  builder b = {.ort = ort, .ort_version = ort_version, .err = err, .err_len = err_len};
   err[0] = 0;
   b.g = calloc(1, sizeof(ir_graph));
   b.arena = b.g ? ir_arena_new() : NULL;

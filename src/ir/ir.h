@@ -82,8 +82,11 @@ typedef struct ir_graph {
   struct ir_arena *arena;
 } ir_graph;
 
-/* Snapshot ORT's graph. Returns NULL and writes a message into err on failure. */
-ir_graph *ir_snapshot(const OrtApi *ort, const OrtGraph *graph, char *err, size_t err_len);
+/* Snapshot ORT's graph. ort_version is the API version `ort` was obtained for: from 24 on, a
+ * value with no shape information is told apart from a scalar (rank -1 instead of 0). Returns
+ * NULL and writes a message into err on failure. */
+ir_graph *ir_snapshot(const OrtApi *ort, int ort_version, const OrtGraph *graph, char *err,
+                      size_t err_len);
 void ir_graph_free(ir_graph *g);
 
 /* Attribute and value helpers used by claims and translators. */

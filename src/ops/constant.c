@@ -5,9 +5,13 @@
  * loads a model, so through ORT this row is rarely reached.) ConstantOfShape fills a shape read on
  * the host with its one-element value tensor (float 0 by default). Range reads its three scalars
  * on the host: integer types compute the length ceil((limit-start)/delta) and the values exactly
- * in integers, float types follow ONNX Runtime (length from the float difference, values
- * start + i*delta). With constant inputs all three are folded once when the plan is built;
- * computed shape or scalar inputs make the group eager for that read.
+ * in integers; float types take the length from the difference in the element type, as ONNX
+ * Runtime does. float32 (and float16/bfloat16) values are start + i*delta, as ONNX specifies
+ * (ONNX Runtime accumulates start += delta instead, so long ranges differ in the last bits);
+ * float64 values are accumulated on the host exactly as ONNX Runtime does, bit for bit. With
+ * constant inputs all three are folded once when the plan is built; computed shape or scalar
+ * inputs make the group eager for that read. Constant, ConstantOfShape and Range take float64 on
+ * the CPU device (OP_F64).
  */
 #include "ops/families.h"
 #include "plan/translate.h"
@@ -90,6 +94,7 @@ static bool claim_constant_of_shape(const ir_graph *g, const ir_node *n, const o
     return op_decline(why, "value must be a one-element tensor of a dtype MLX holds (got %s)",
                       ir_elem_name(a->tensor_elem_type));
   const ir_value *s = ir_input(g, n, 0);
+  if (s && s->elem_type != IR_INT64) return op_decline(why, "the shape input must be int64");
   int64_t len = s ? ir_num_elements(s) : -1;
   if (len > MX_MAX_RANK)
     return op_decline(why, "the shape input has %lld entries; MLX arrays hold at most %d "
@@ -156,6 +161,19 @@ static int range_values(tr_ctx *t, int64_t len, mx_array start, mx_array delta, 
   return tr_out(t, 0, y);
 }
 
+/* float64 as ONNX Runtime computes it: y[0] = start, then start += delta for each next value (a
+ * sequential sum, so it is built on the host rather than by a device scan). */
+static int range_float64(tr_ctx *t, int len, double start, double delta) {
+  double *v = malloc(sizeof(double) * ((size_t)len + 1));
+  if (!v) return tr_fail(t, "out of memory");
+  for (int i = 0; i < len; i++, start += delta) v[i] = start;
+  mx_array y;
+  int rc = mx_from_data(t->mx, &y, v, &len, 1, MX_FLOAT64);
+  free(v);
+  TR_TRY(rc);
+  return tr_out(t, 0, y);
+}
+
 static int translate_range(tr_ctx *t, const ir_node *n, const op_row *r) {
   mx_dtype dt = mx_dtype_of(tr_in(t, 0));
   mx_array start, delta;
@@ -179,11 +197,13 @@ static int translate_range(tr_ctx *t, const ir_node *n, const op_row *r) {
   TR_TRY(tr_host_scalar(t, 1, &l));
   TR_TRY(tr_host_scalar(t, 2, &d));
   if (d == 0) return tr_fail(t, "delta is 0");
-  float diff = (float)l - (float)s; /* ONNX Runtime subtracts in the element type */
-  double len = ceil((double)diff / d);
+  /* ONNX Runtime subtracts in the element type (float32 for the narrower floats) */
+  double diff = dt == MX_FLOAT64 ? l - s : (double)((float)l - (float)s);
+  double len = ceil(diff / d);
   if (!isfinite(len)) return tr_fail(t, "the range length is not finite");
   if (len < 0) len = 0;
   if (len > INT32_MAX) return tr_fail(t, "the range has %.0f elements, more than MLX holds", len);
+  if (dt == MX_FLOAT64) return range_float64(t, (int)len, s, d);
   /* float16/bfloat16 (opset 27, the row's code) compute in float32 unless stash_type is 0. */
   bool stash = dt == MX_FLOAT32 || !r->code || ir_attr_int(n, "stash_type", 1) != 0;
   mx_dtype work = stash ? MX_FLOAT32 : dt;
@@ -195,17 +215,17 @@ static int translate_range(tr_ctx *t, const ir_node *n, const op_row *r) {
 #define RANGE_TYPES (OP_T(IR_FLOAT) | OP_T(IR_INT16) | OP_T(IR_INT32) | OP_T(IR_INT64))
 
 const op_row ops_constant_rows[] = {
-    {"", "Constant", 1, 25, claim_constant, translate_constant, OP_SHAPELESS, 0, 0,
+    {"", "Constant", 1, 25, claim_constant, translate_constant, OP_SHAPELESS, OP_ALL | OP_F64, 0,
      "value tensor, value_float(s), value_int(s); value_string(s) and sparse_value declined"},
     {"", "ConstantOfShape", 9, 25, claim_constant_of_shape, translate_constant_of_shape,
-     OP_SHAPE_KEYED, OP_T(IR_INT64), 0,
-     "the shape input is read on the host: free when constant; a computed shape makes the "
-     "group eager for that read"},
-    {"", "Range", 11, 26, claim_range, translate_range, OP_SHAPE_KEYED, RANGE_TYPES, 0,
-     "integer ranges exact; the scalars are read on the host: free when constant; computed "
-     "scalars make the group eager for that read"},
+     OP_SHAPE_KEYED, OP_T(IR_INT64) | OP_F64, 0,
+     "the shape input is int64 (float64 in the types is the value's, CPU device only); it is read "
+     "on the host: free when constant; a computed shape makes the group eager for that read"},
+    {"", "Range", 11, 26, claim_range, translate_range, OP_SHAPE_KEYED, RANGE_TYPES | OP_F64, 0,
+     "integer ranges exact; float64 accumulated as ONNX Runtime does; the scalars are read on "
+     "the host: free when constant; computed scalars make the group eager for that read"},
     {"", "Range", 27, 27, claim_range, translate_range, OP_SHAPE_KEYED,
-     RANGE_TYPES | OP_T(IR_FLOAT16) | OP_T(IR_BFLOAT16), 1,
+     RANGE_TYPES | OP_F64 | OP_T(IR_FLOAT16) | OP_T(IR_BFLOAT16), 1,
      "adds float16/bfloat16 with stash_type; the scalars are read on the host: free when "
      "constant; computed scalars make the group eager for that read"},
     OP_ROWS_END,

@@ -12,7 +12,10 @@
  * Scatter reductions follow their opsets (none from 11, add/mul from 16, max/min from 18); with
  * 'none', which of several updates to one slot lands is unspecified (ONNX leaves it undefined).
  * Compress, NonZero and Unique have data-dependent output shapes: they read their input on the
- * host every run (bridge host reads in the translator) and are eager rows.
+ * host every run (bridge host reads in the translator) and are eager rows. Every row takes float64
+ * on the CPU device (OP_F64): the data is only moved, selected or compared, scatter reductions
+ * apply the updates one by one in float64 as ONNX Runtime does, and float64 keys and indices are
+ * compared as float64 (never narrowed to float32).
  */
 #include "ops/families.h"
 #include "plan/translate.h"
@@ -20,6 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Every MLX element type, float64 included (claimed on the CPU device only). */
+#define ANY_F64 (OP_ALL | OP_F64)
 
 enum { SLICE_ATTRS = 0, SLICE_INPUTS = 1 };
 
@@ -596,8 +602,8 @@ static int translate_one_hot(tr_ctx *t, const ir_node *n, const op_row *r) {
   TR_TRY(mx_scalar_int(t->mx, &zero, 0, MX_INT64));
   TR_TRY(mx_scalar_int(t->mx, &d, depth, MX_INT64));
   if (mx_dtype_is_float(mx_dtype_of(idx))) { /* a fractional index matches no position */
-    mx_array f, whole, integral;
-    TR_TRY(mx_astype(t->mx, &f, idx, MX_FLOAT32));
+    mx_array f, whole, integral; /* float32 holds float16/bfloat16 exactly; float64 stays */
+    TR_TRY(mx_astype(t->mx, &f, idx, mx_dtype_of(idx) == MX_FLOAT64 ? MX_FLOAT64 : MX_FLOAT32));
     TR_TRY(mx_unary(t->mx, &whole, MX_FLOOR, f));
     TR_TRY(mx_binary(t->mx, &integral, MX_EQUAL, whole, f));
     TR_TRY(mx_astype(t->mx, &idx, f, MX_INT64));
@@ -624,16 +630,14 @@ static int host_view(tr_ctx *t, int i, mx_array a, mx_dtype dtype, const void **
   return mx_host_data(t->mx, a, data);
 }
 
+/* A negative axis counts from the back at every opset, as in ONNX Runtime (Compress-9 too). */
 static bool claim_compress(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
+  (void)r;
   const ir_value *x = ir_input(g, n, 0), *c = ir_input(g, n, 1);
   const ir_attr *a = ir_find_attr(n, "axis");
   if (c->elem_type != IR_BOOL) return op_decline(why, "condition must be bool");
   if (c->rank >= 0 && c->rank != 1)
     return op_decline(why, "condition has rank %d; it must be 1-D", c->rank);
-  if (a && r->code == 0 && a->i < 0)
-    return op_decline(why, "axis %lld is negative; opset %d defines only non-negative axes "
-                           "(negative axes need opset 11)",
-                      (long long)a->i, n->since_version);
   if (a && x->rank >= 0 && (a->i < -x->rank || a->i >= x->rank))
     return op_decline(why, "axis %lld is out of range for rank %d", (long long)a->i, x->rank);
   return true;
@@ -700,26 +704,30 @@ static int translate_nonzero(tr_ctx *t, const ir_node *n, const op_row *r) {
   return tr_out(t, 0, y);
 }
 
-/* Unique compares elements (or slices along axis) by value: floats as float32 (exact for
- * float16/bfloat16; NaN equals NaN and sorts last), signed ints and bool as int64, unsigned as
- * uint64. */
+/* Unique compares elements (or slices along axis) by value: float64 as float64, the other floats
+ * as float32 (exact for float16/bfloat16); NaN equals NaN and sorts last; signed ints and bool as
+ * int64, unsigned as uint64. */
 typedef struct unique_keys {
   const void *data;
-  mx_dtype kind; /* MX_FLOAT32, MX_INT64 or MX_UINT64 */
+  mx_dtype kind; /* MX_FLOAT32, MX_FLOAT64, MX_INT64 or MX_UINT64 */
   size_t len;    /* elements per key */
 } unique_keys;
+
+/* -1, 0 or 1; NaN equals NaN and sorts after every number. */
+static int float_cmp(double p, double q) {
+  bool pn = p != p, qn = q != q;
+  if (pn || qn) return pn == qn ? 0 : pn ? 1 : -1;
+  return p < q ? -1 : p > q ? 1 : 0;
+}
 
 static int unique_cmp(const unique_keys *u, int64_t a, int64_t b) {
   for (size_t k = 0; k < u->len; k++) {
     size_t i = (size_t)a * u->len + k, j = (size_t)b * u->len + k;
-    if (u->kind == MX_FLOAT32) {
-      float p = ((const float *)u->data)[i], q = ((const float *)u->data)[j];
-      bool pn = p != p, qn = q != q;
-      if (pn || qn) {
-        if (pn != qn) return pn ? 1 : -1;
-        continue;
-      }
-      if (p != q) return p < q ? -1 : 1;
+    if (u->kind == MX_FLOAT32 || u->kind == MX_FLOAT64) {
+      int c = u->kind == MX_FLOAT32 /* float -> double is exact, so one comparison serves */
+                  ? float_cmp(((const float *)u->data)[i], ((const float *)u->data)[j])
+                  : float_cmp(((const double *)u->data)[i], ((const double *)u->data)[j]);
+      if (c) return c;
     } else if (u->kind == MX_INT64) {
       int64_t p = ((const int64_t *)u->data)[i], q = ((const int64_t *)u->data)[j];
       if (p != q) return p < q ? -1 : 1;
@@ -774,7 +782,8 @@ static int translate_unique(tr_ctx *t, const ir_node *n, const op_row *r) {
     keys = x;
   }
   mx_dtype dt = mx_dtype_of(x);
-  unique_keys u = {NULL, mx_dtype_is_float(dt)            ? MX_FLOAT32
+  unique_keys u = {NULL, dt == MX_FLOAT64                ? MX_FLOAT64
+                         : mx_dtype_is_float(dt)        ? MX_FLOAT32
                          : mx_dtype_is_unsigned_int(dt) ? MX_UINT64
                                                         : MX_INT64,
                    0};
@@ -833,63 +842,61 @@ static int translate_unique(tr_ctx *t, const ir_node *n, const op_row *r) {
 }
 
 const op_row ops_index_rows[] = {
-    {"", "Slice", 1, 9, claim_slice, translate_slice, OP_SHAPE_KEYED, 0, SLICE_ATTRS,
+    {"", "Slice", 1, 9, claim_slice, translate_slice, OP_SHAPE_KEYED, ANY_F64, SLICE_ATTRS,
      "starts/ends/axes attributes, clamped as in ONNX"},
-    {"", "Slice", 10, 13, claim_slice, translate_slice, OP_SHAPE_KEYED, 0, SLICE_INPUTS,
+    {"", "Slice", 10, 13, claim_slice, translate_slice, OP_SHAPE_KEYED, ANY_F64, SLICE_INPUTS,
      "negative steps slice backward; starts/ends/axes/steps are read on the host: free when "
      "constant; computed ones make the group eager for that read"},
-    {"", "Gather", 1, 13, claim_gather, translate_gather, OP_SHAPE_KEYED, 0, 0,
+    {"", "Gather", 1, 13, claim_gather, translate_gather, OP_SHAPE_KEYED, ANY_F64, 0,
      "negative indices wrap; an out-of-range index fails the run, naming the node"},
     {"", "GatherElements", 11, 25, claim_gather_elements, translate_gather_elements,
-     OP_SHAPE_KEYED, 0, 0,
+     OP_SHAPE_KEYED, ANY_F64, 0,
      "negative indices wrap; an out-of-range index fails the run, naming the node"},
-    {"", "GatherND", 11, 11, claim_gather_nd, translate_gather_nd, OP_SHAPE_KEYED, 0, 0,
+    {"", "GatherND", 11, 11, claim_gather_nd, translate_gather_nd, OP_SHAPE_KEYED, ANY_F64, 0,
      "negative indices wrap; an out-of-range index fails the run, naming the node"},
-    {"", "GatherND", 12, 25, claim_gather_nd, translate_gather_nd, OP_SHAPE_KEYED, 0, 0,
+    {"", "GatherND", 12, 25, claim_gather_nd, translate_gather_nd, OP_SHAPE_KEYED, ANY_F64, 0,
      "batch_dims; negative indices wrap; an out-of-range index fails the run, naming the node"},
     {"", "ScatterElements", 11, 15, claim_scatter_elements, translate_scatter_elements,
-     OP_SHAPE_KEYED, 0, REDUCE_NONE_ONLY,
+     OP_SHAPE_KEYED, ANY_F64, REDUCE_NONE_ONLY,
      "duplicate indices: which update lands is unspecified (ONNX Runtime: the last); an "
      "out-of-range index fails the run, naming the node"},
     {"", "ScatterElements", 16, 17, claim_scatter_elements, translate_scatter_elements,
-     OP_SHAPE_KEYED, 0, REDUCE_ADD_MUL,
+     OP_SHAPE_KEYED, ANY_F64, REDUCE_ADD_MUL,
      "reduction none/add/mul (bool: or/and); duplicate indices with none: unspecified winner; "
      "an out-of-range index fails the run, naming the node"},
     {"", "ScatterElements", 18, 25, claim_scatter_elements, translate_scatter_elements,
-     OP_SHAPE_KEYED, 0, REDUCE_ALL,
+     OP_SHAPE_KEYED, ANY_F64, REDUCE_ALL,
      "reduction none/add/mul/max/min (bool: add is or, mul is and); duplicate indices with none: "
      "unspecified winner; an out-of-range index fails the run, naming the node"},
-    {"", "Scatter", 9, 10, claim_scatter_elements, translate_scatter_elements, OP_SHAPE_KEYED, 0,
-     REDUCE_NONE_ONLY,
+    {"", "Scatter", 9, 10, claim_scatter_elements, translate_scatter_elements, OP_SHAPE_KEYED,
+     ANY_F64, REDUCE_NONE_ONLY,
      "the deprecated name of ScatterElements without reduction; an out-of-range index fails the "
      "run, naming the node"},
-    {"", "ScatterND", 11, 15, claim_scatter_nd, translate_scatter_nd, OP_SHAPE_KEYED, 0,
+    {"", "ScatterND", 11, 15, claim_scatter_nd, translate_scatter_nd, OP_SHAPE_KEYED, ANY_F64,
      REDUCE_NONE_ONLY,
      "duplicate indices: which update lands is unspecified; indices' last dim 0 declined; an "
      "out-of-range index fails the run, naming the node"},
-    {"", "ScatterND", 16, 17, claim_scatter_nd, translate_scatter_nd, OP_SHAPE_KEYED, 0,
+    {"", "ScatterND", 16, 17, claim_scatter_nd, translate_scatter_nd, OP_SHAPE_KEYED, ANY_F64,
      REDUCE_ADD_MUL,
      "reduction none/add/mul (bool: or/and); duplicate indices with none: unspecified winner; "
      "an out-of-range index fails the run, naming the node"},
-    {"", "ScatterND", 18, 25, claim_scatter_nd, translate_scatter_nd, OP_SHAPE_KEYED, 0,
+    {"", "ScatterND", 18, 25, claim_scatter_nd, translate_scatter_nd, OP_SHAPE_KEYED, ANY_F64,
      REDUCE_ALL,
      "reduction none/add/mul/max/min (bool: add is or, mul is and); duplicate indices with none: "
      "unspecified winner; an out-of-range index fails the run, naming the node"},
-    {"", "OneHot", 9, 25, claim_one_hot, translate_one_hot, OP_SHAPE_KEYED, OP_NUMERIC, 0,
+    {"", "OneHot", 9, 25, claim_one_hot, translate_one_hot, OP_SHAPE_KEYED, OP_NUMERIC | OP_F64,
+     0,
      "negative indices wrap (opset 9 too, as in ONNX Runtime), others out of range give all-off; "
      "depth is read on the host: free when constant; a computed depth makes the group eager for "
      "that read"},
-    {"", "Compress", 9, 10, claim_compress, translate_compress, OP_EAGER, 0, 0,
+    {"", "Compress", 9, 25, claim_compress, translate_compress, OP_EAGER, ANY_F64, 0,
      "data-dependent output shape: a computed condition is evaluated on the host every run (a "
-     "constant one compiles keyed); negative axis declined (opset 11+)",
+     "constant one compiles keyed); a negative axis counts from the back (Compress-9 too, as in "
+     "ONNX Runtime)",
      compress_node_class},
-    {"", "Compress", 11, 25, claim_compress, translate_compress, OP_EAGER, 0, 1,
-     "data-dependent output shape: a computed condition is evaluated on the host every run (a "
-     "constant one compiles keyed)",
-     compress_node_class},
-    {"", "NonZero", 9, 25, NULL, translate_nonzero, OP_EAGER, 0, 0,
+    {"", "NonZero", 9, 25, NULL, translate_nonzero, OP_EAGER, ANY_F64, 0,
      "data-dependent output shape: evaluated on the host every run"},
-    {"", "Unique", 11, 25, claim_unique, translate_unique, OP_EAGER, 0, 0,
+    {"", "Unique", 11, 25, claim_unique, translate_unique, OP_EAGER, ANY_F64, 0,
      "data-dependent output shape: evaluated on the host every run; NaN equals NaN and sorts "
      "last"},
     OP_ROWS_END,

@@ -13,15 +13,21 @@
  * float -> bool tests nonzero. Pad crops negative pads first and builds edge/reflect/wrap padding
  * from host-computed source positions, rejecting what ONNX Runtime rejects (reflect beyond dim-1,
  * non-constant modes on empty axes). Opset versions are split where the semantics change
- * (allowzero from Reshape-14, negative axes from opset 11, axes as an input from opset 13, Shape's
- * start/end from 15, Split's input from 13 and num_outputs from 18, Pad's inputs from 11, axes
- * from 18 and wrap from 19, Dropout's mask and training_mode from 12).
+ * (allowzero from Reshape-14, axes as an input from opset 13, Shape's start/end from 15, Split's
+ * input from 13 and num_outputs from 18, Pad's inputs from 11, axes from 18 and wrap from 19,
+ * Dropout's mask and training_mode from 12). Negative axes are accepted wherever ONNX Runtime's
+ * CPU kernels accept them, which includes opsets before 11 for Squeeze, Unsqueeze, Concat and
+ * Split; only Flatten before 11 declines one (ONNX Runtime rejects it too). Every row here only
+ * moves or selects data, so each also takes float64 on the CPU device (OP_F64), bit-exact.
  */
 #include "ops/families.h"
 #include "plan/translate.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+/* Every MLX element type, float64 included (claimed on the CPU device only). */
+#define ANY_F64 (OP_ALL | OP_F64)
 
 /* How a row reads its axes (the row's code). */
 enum { AXES_NONNEG_ATTR = 0, AXES_ATTR = 1, AXES_INPUT = 2 };
@@ -169,12 +175,6 @@ static bool claim_axes(const ir_graph *g, const ir_node *n, const op_row *r, op_
   if (a->count > MX_MAX_RANK)
     return op_decline(why, "axes has %zu entries; at most %d are supported", a->count,
                       MX_MAX_RANK);
-  if (r->code == AXES_NONNEG_ATTR)
-    for (size_t k = 0; k < a->count; k++)
-      if (a->ints[k] < 0)
-        return op_decline(why, "axes holds %lld; opset %d defines only non-negative axes "
-                               "(negative axes need opset 11)",
-                          (long long)a->ints[k], n->since_version);
   return true;
 }
 
@@ -262,14 +262,12 @@ static int translate_flatten(tr_ctx *t, const ir_node *n, const op_row *r) {
 }
 
 /* --- Concat ------------------------------------------------------------------------------ */
+/* A negative axis counts from the back at every opset, as in ONNX Runtime (Concat-4 too). */
 static bool claim_concat(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
+  (void)r;
   int64_t axis = ir_attr_int(n, "axis", 0);
   const ir_value *x = ir_input(g, n, 0);
   if (!ir_find_attr(n, "axis")) return op_decline(why, "the axis attribute is required");
-  if (r->code == AXES_NONNEG_ATTR && axis < 0)
-    return op_decline(why, "axis %lld is negative; opset %d defines only non-negative axes "
-                           "(negative axes need opset 11)",
-                      (long long)axis, n->since_version);
   if (x && x->rank >= 0 && (axis < -x->rank || axis >= x->rank))
     return op_decline(why, "axis %lld is out of range for rank %d", (long long)axis, x->rank);
   return op_all_same_type(g, n, why);
@@ -367,15 +365,13 @@ static int translate_cast(tr_ctx *t, const ir_node *n, const op_row *r) {
 
 /* --- Split ------------------------------------------------------------------------------- */
 /* Where a row takes its split sizes (the row's code). */
-enum { SPLIT_ATTR_NONNEG = 0, SPLIT_ATTR = 1, SPLIT_INPUT = 2, SPLIT_NUM_OUTPUTS = 3 };
+enum { SPLIT_ATTR = 1, SPLIT_INPUT = 2, SPLIT_NUM_OUTPUTS = 3 };
 
+/* A negative axis counts from the back at every opset: ONNX Runtime's kernel accepts one before
+ * opset 11 too (pytorch-converted models such as test_GLU carry Split-2 with axis -1). */
 static bool claim_split(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
   const ir_value *x = ir_input(g, n, 0);
   int64_t axis = ir_attr_int(n, "axis", 0);
-  if (r->code == SPLIT_ATTR_NONNEG && axis < 0)
-    return op_decline(why, "axis %lld is negative; opset %d defines only non-negative axes "
-                           "(negative axes need opset 11)",
-                      (long long)axis, n->since_version);
   if (x->rank >= 0 && (axis < -x->rank || axis >= (x->rank ? x->rank : 1)))
     return op_decline(why, "axis %lld is out of range for rank %d", (long long)axis, x->rank);
   const ir_attr *split = ir_find_attr(n, "split");
@@ -901,87 +897,89 @@ static int translate_reverse_sequence(tr_ctx *t, const ir_node *n, const op_row 
 }
 
 #define HOST_READ_NOTE(what) \
-  what " is read on the host: free when constant; a computed " what " makes the group eager " \
+  what " is read on the host: free when constant; when computed, it makes the group eager " \
        "for that read"
 
 const op_row ops_shape_rows[] = {
-    {"", "Reshape", 5, 13, claim_reshape, translate_reshape, OP_SHAPE_KEYED, 0, 0,
+    {"", "Reshape", 5, 13, claim_reshape, translate_reshape, OP_SHAPE_KEYED, ANY_F64, 0,
      "0 copies the input dim, one -1 is inferred; " HOST_READ_NOTE("the shape input")},
-    {"", "Reshape", 14, 25, claim_reshape, translate_reshape, OP_SHAPE_KEYED, 0, 1,
+    {"", "Reshape", 14, 25, claim_reshape, translate_reshape, OP_SHAPE_KEYED, ANY_F64, 1,
      "allowzero=1 keeps 0 as a dim; " HOST_READ_NOTE("the shape input")},
-    {"", "Transpose", 1, 25, claim_transpose, translate_transpose, OP_SHAPELESS, 0, 0,
+    {"", "Transpose", 1, 25, claim_transpose, translate_transpose, OP_SHAPELESS, ANY_F64, 0,
      "perm defaults to the reversed axes"},
-    {"", "Squeeze", 1, 10, claim_axes, translate_squeeze, OP_SHAPE_KEYED, 0, AXES_NONNEG_ATTR,
-     "axes attribute; negative axes declined (opset 11+); checks the squeezed dims are 1"},
-    {"", "Squeeze", 11, 12, claim_axes, translate_squeeze, OP_SHAPE_KEYED, 0, AXES_ATTR,
-     "axes attribute; checks the squeezed dims are 1"},
-    {"", "Squeeze", 13, 25, claim_axes, translate_squeeze, OP_SHAPE_KEYED, 0, AXES_INPUT,
+    {"", "Squeeze", 1, 12, claim_axes, translate_squeeze, OP_SHAPE_KEYED, ANY_F64, AXES_ATTR,
+     "axes attribute (negative ones count from the back, before opset 11 too, as in ONNX "
+     "Runtime); checks the squeezed dims are 1"},
+    {"", "Squeeze", 13, 25, claim_axes, translate_squeeze, OP_SHAPE_KEYED, ANY_F64, AXES_INPUT,
      "checks the squeezed dims are 1; " HOST_READ_NOTE("the axes input")},
-    {"", "Unsqueeze", 1, 10, claim_axes, translate_unsqueeze, OP_SHAPELESS, 0, AXES_NONNEG_ATTR,
-     "axes attribute; negative axes declined (opset 11+)"},
-    {"", "Unsqueeze", 11, 12, claim_axes, translate_unsqueeze, OP_SHAPELESS, 0, AXES_ATTR,
-     "axes attribute"},
-    {"", "Unsqueeze", 13, 25, claim_axes, translate_unsqueeze, OP_SHAPE_KEYED, 0, AXES_INPUT,
-     HOST_READ_NOTE("the axes input")},
-    {"", "Flatten", 1, 10, claim_flatten, translate_flatten, OP_SHAPELESS, 0, AXES_NONNEG_ATTR,
-     "negative axis declined (opset 11+)"},
-    {"", "Flatten", 11, 25, claim_flatten, translate_flatten, OP_SHAPELESS, 0, AXES_ATTR, NULL},
-    {"", "Concat", 4, 10, claim_concat, translate_concat, OP_SHAPELESS, 0, AXES_NONNEG_ATTR,
-     "negative axis declined (opset 11+); inputs must share a dtype"},
-    {"", "Concat", 11, 13, claim_concat, translate_concat, OP_SHAPELESS, 0, AXES_ATTR,
-     "inputs must share a dtype"},
-    {"", "Expand", 8, 13, claim_expand, translate_expand, OP_SHAPE_KEYED, 0, 0,
+    {"", "Unsqueeze", 1, 12, claim_axes, translate_unsqueeze, OP_SHAPELESS, ANY_F64, AXES_ATTR,
+     "axes attribute (negative ones count from the back of the output, before opset 11 too, as "
+     "in ONNX Runtime)"},
+    {"", "Unsqueeze", 13, 25, claim_axes, translate_unsqueeze, OP_SHAPE_KEYED, ANY_F64,
+     AXES_INPUT, HOST_READ_NOTE("the axes input")},
+    {"", "Flatten", 1, 10, claim_flatten, translate_flatten, OP_SHAPELESS, ANY_F64,
+     AXES_NONNEG_ATTR, "negative axis declined (opset 11+; ONNX Runtime rejects it too)"},
+    {"", "Flatten", 11, 25, claim_flatten, translate_flatten, OP_SHAPELESS, ANY_F64, AXES_ATTR,
+     NULL},
+    {"", "Concat", 4, 13, claim_concat, translate_concat, OP_SHAPELESS, ANY_F64, AXES_ATTR,
+     "inputs must share a dtype; a negative axis counts from the back (before opset 11 too, as "
+     "in ONNX Runtime)"},
+    {"", "Expand", 8, 13, claim_expand, translate_expand, OP_SHAPE_KEYED, ANY_F64, 0,
      "bidirectional broadcast; " HOST_READ_NOTE("the shape input")},
-    {"", "Shape", 1, 14, NULL, translate_shape, OP_SHAPE_KEYED, 0, 0,
+    {"", "Shape", 1, 14, NULL, translate_shape, OP_SHAPE_KEYED, ANY_F64, 0,
      "int64 dims of the concrete input shape"},
-    {"", "Shape", 15, 25, NULL, translate_shape, OP_SHAPE_KEYED, 0, 1,
+    {"", "Shape", 15, 25, NULL, translate_shape, OP_SHAPE_KEYED, ANY_F64, 1,
      "start/end clamped to [0, rank]; int64 dims of the concrete input shape"},
-    {"", "Identity", 1, 25, NULL, translate_identity, OP_SHAPELESS, 0, 0,
+    {"", "Identity", 1, 25, NULL, translate_identity, OP_SHAPELESS, ANY_F64, 0,
      "tensors only (sequences and optionals are declined)"},
-    {"", "Cast", 6, 25, claim_cast, translate_cast, OP_SHAPELESS, 0, 0,
-     "float->int truncates toward zero, float->bool is nonzero; float8/int4/string/float64 "
-     "declined; saturate and round_mode (float8 only) ignored"},
-    {"", "Split", 2, 10, claim_split, translate_split, OP_SHAPE_KEYED, 0, SPLIT_ATTR_NONNEG,
-     "split attribute or equal parts; negative axis declined (opset 11+)"},
-    {"", "Split", 11, 12, claim_split, translate_split, OP_SHAPE_KEYED, 0, SPLIT_ATTR,
-     "split attribute or equal parts that must divide the axis"},
-    {"", "Split", 13, 17, claim_split, translate_split, OP_SHAPE_KEYED, 0, SPLIT_INPUT,
+    {"", "Cast", 6, 25, claim_cast, translate_cast, OP_SHAPELESS, ANY_F64, 0,
+     "float->int truncates toward zero, float->bool is nonzero; float64 from or to any MLX type "
+     "on the CPU device (to float16/bfloat16 rounds through float32, as ONNX Runtime does); "
+     "float8/int4/string declined; saturate and round_mode (float8 only) ignored"},
+    {"", "Split", 2, 12, claim_split, translate_split, OP_SHAPE_KEYED, ANY_F64, SPLIT_ATTR,
+     "split attribute or equal parts that must divide the axis; a negative axis counts from the "
+     "back (before opset 11 too, as in ONNX Runtime)"},
+    {"", "Split", 13, 17, claim_split, translate_split, OP_SHAPE_KEYED, ANY_F64, SPLIT_INPUT,
      "equal parts must divide the axis; " HOST_READ_NOTE("the split input")},
-    {"", "Split", 18, 25, claim_split, translate_split, OP_SHAPE_KEYED, 0, SPLIT_NUM_OUTPUTS,
-     "num_outputs gives ceil-sized chunks, the last one smaller; " HOST_READ_NOTE("the split input")},
-    {"", "Tile", 6, 25, claim_tile, translate_tile, OP_SHAPE_KEYED, 0, 0,
+    {"", "Split", 18, 25, claim_split, translate_split, OP_SHAPE_KEYED, ANY_F64,
+     SPLIT_NUM_OUTPUTS,
+     "num_outputs gives ceil-sized chunks, the last one smaller; "
+     HOST_READ_NOTE("the split input")},
+    {"", "Tile", 6, 25, claim_tile, translate_tile, OP_SHAPE_KEYED, ANY_F64, 0,
      HOST_READ_NOTE("the repeats input")},
-    {"", "Pad", 2, 10, claim_pad, translate_pad, OP_SHAPE_KEYED, OP_FLOATS, PAD_ATTRS,
+    {"", "Pad", 2, 10, claim_pad, translate_pad, OP_SHAPE_KEYED, OP_FLOATS | OP_F64, PAD_ATTRS,
      "pads/value attributes; modes constant, reflect, edge; negative pads crop"},
-    {"", "Pad", 11, 17, claim_pad, translate_pad, OP_SHAPE_KEYED, 0, PAD_INPUTS,
+    {"", "Pad", 11, 17, claim_pad, translate_pad, OP_SHAPE_KEYED, ANY_F64, PAD_INPUTS,
      "modes constant, reflect, edge; negative pads crop; " HOST_READ_NOTE("the pads input")},
-    {"", "Pad", 18, 18, claim_pad, translate_pad, OP_SHAPE_KEYED, 0, PAD_AXES,
+    {"", "Pad", 18, 18, claim_pad, translate_pad, OP_SHAPE_KEYED, ANY_F64, PAD_AXES,
      "axes input; modes constant, reflect, edge; negative pads crop; pads and axes are read on "
      "the host"},
-    {"", "Pad", 19, 25, claim_pad, translate_pad, OP_SHAPE_KEYED, 0, PAD_WRAP,
+    {"", "Pad", 19, 25, claim_pad, translate_pad, OP_SHAPE_KEYED, ANY_F64, PAD_WRAP,
      "modes constant, reflect, edge, wrap; negative pads crop first; pads and axes are read on "
      "the host"},
     {"", "CenterCropPad", 18, 25, claim_center_crop_pad, translate_center_crop_pad,
-     OP_SHAPE_KEYED, 0, 0, "centred crop or zero pad per axis; " HOST_READ_NOTE("the shape input")},
-    {"", "DepthToSpace", 1, 10, claim_blocks, translate_depth_to_space, OP_SHAPE_KEYED, 0,
+     OP_SHAPE_KEYED, ANY_F64, 0,
+     "centred crop or zero pad per axis; " HOST_READ_NOTE("the shape input")},
+    {"", "DepthToSpace", 1, 10, claim_blocks, translate_depth_to_space, OP_SHAPE_KEYED, ANY_F64,
      D2S_DCR_ONLY, "4-D input, DCR layout"},
-    {"", "DepthToSpace", 11, 25, claim_blocks, translate_depth_to_space, OP_SHAPE_KEYED, 0,
+    {"", "DepthToSpace", 11, 25, claim_blocks, translate_depth_to_space, OP_SHAPE_KEYED, ANY_F64,
      D2S_MODES, "4-D input; modes DCR and CRD"},
-    {"", "SpaceToDepth", 1, 25, claim_blocks, translate_space_to_depth, OP_SHAPE_KEYED, 0, 0,
-     "4-D input"},
-    {"", "Size", 1, 25, NULL, translate_size, OP_SHAPE_KEYED, 0, 0,
+    {"", "SpaceToDepth", 1, 25, claim_blocks, translate_space_to_depth, OP_SHAPE_KEYED, ANY_F64,
+     0, "4-D input"},
+    {"", "Size", 1, 25, NULL, translate_size, OP_SHAPE_KEYED, ANY_F64, 0,
      "int64 element count of the concrete input"},
-    {"", "Dropout", 7, 11, NULL, translate_dropout, OP_SHAPELESS, OP_FLOATS, DROPOUT_MASK_ZERO,
+    {"", "Dropout", 7, 11, NULL, translate_dropout, OP_SHAPELESS, OP_FLOATS | OP_F64,
+     DROPOUT_MASK_ZERO,
      "inference: identity; the optional mask is all zero, as ONNX Runtime writes it"},
-    {"", "Dropout", 12, 25, claim_dropout, translate_dropout, OP_SHAPELESS, OP_FLOATS,
+    {"", "Dropout", 12, 25, claim_dropout, translate_dropout, OP_SHAPELESS, OP_FLOATS | OP_F64,
      DROPOUT_MASK_TRUE,
      "inference: identity, optional mask all true; training_mode must be absent or a constant "
      "false (training declined); ratio ignored"},
-    {"", "Trilu", 14, 25, claim_trilu, translate_trilu, OP_SHAPE_KEYED, 0, 0,
+    {"", "Trilu", 14, 25, claim_trilu, translate_trilu, OP_SHAPE_KEYED, ANY_F64, 0,
      "k stays on the device (no host read)"},
-    {"", "EyeLike", 9, 25, claim_eye_like, translate_eye_like, OP_SHAPE_KEYED, 0, 0,
+    {"", "EyeLike", 9, 25, claim_eye_like, translate_eye_like, OP_SHAPE_KEYED, ANY_F64, 0,
      "2-D input; dtype attribute or the input's type"},
     {"", "ReverseSequence", 10, 25, claim_reverse_sequence, translate_reverse_sequence,
-     OP_SHAPE_KEYED, 0, 0, "a length outside [0, time steps] fails the run, naming the node"},
+     OP_SHAPE_KEYED, ANY_F64, 0, "a length outside [0, time steps] fails the run, naming the node"},
     OP_ROWS_END,
 };
