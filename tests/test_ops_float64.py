@@ -336,3 +336,165 @@ def test_constant_float64_value_tensor():
     assert_bit_exact(got[0], cpu_session(m).run(None, {"x": x})[0])
     assert_bit_exact(got[0][2:], c)
 
+
+
+# --- math (src/ops/elementwise.c, activation.c, reduce.c) ---------------------------------------
+# Rows whose float64 arithmetic MLX's CPU stream does as IEEE double (one rounding per step, as
+# ORT's CPU kernels), checked bit-exact; compositions whose rounding order may differ from ORT's
+# (mean as sum * 1/n, L2's sqrt of a sum, tanh/atan/sinh libm calls) within 1e-13 relative.
+Y = values((2, 3, 4), seed=5)
+XY_IN = [("x", D, [2, 3, 4]), ("z", D, [2, 3, 4])]
+XY = {"x": X, "z": Y}
+P = np.abs(U) + 0.5  # positive, finite
+F32 = lambda v: float(np.float32(v))  # a float attribute as ONNX stores it
+
+
+def binary(op, opset=14, outs=(("y", D),), feeds=None, **attrs):
+    return lambda: case(op, XY_IN, feeds or XY, attrs, outs=outs, opset=opset)
+
+
+def unary(op, opset=13, feeds=None, outs=(("y", D),), **attrs):
+    return lambda: case(op, X_IN, feeds or XS, attrs, outs=outs, opset=opset)
+
+
+def reduce(op, opset, axes=(1,), keep=1, feeds=None):
+    f = feeds or {"x": U * 3}
+    if opset >= (13 if op == "ReduceSum" else 18):
+        return lambda: case(op, X_IN, f, {"keepdims": keep}, opset=opset,
+                            inits=[("a", i64(list(axes)))])
+    return lambda: case(op, X_IN, f, {"axes": list(axes), "keepdims": keep}, opset=opset)
+
+
+TIES = {"x": np.r_[np.arange(-3.5, 4, 0.5), 2.5 + 2 ** -40, -0.0, 1e300, 0.49999999999999994,
+                   np.inf, -np.inf, np.nan, 5e-324, 4503599627370497.0][:24].reshape(2, 3, 4)}
+INT_EXP = [("x", I64, [2, 3]), ("z", D, [2, 3])]
+
+MATH_EXACT = {
+    "Add-14": binary("Add"), "Sub-14": binary("Sub"), "Mul-14": binary("Mul"),
+    "Div-14": binary("Div"), "Add-7-broadcast": lambda: case(
+        "Add", [("x", D, [2, 3, 4]), ("z", D, [4])], {"x": X, "z": values((4,), 9)}, opset=7),
+    "Pow-15": binary("Pow", 15, feeds={"x": P, "z": Y}),
+    "Mod-13-fmod": binary("Mod", 13, feeds={"x": U * 1e3, "z": P}, fmod=1),
+    "Max-13": lambda: case("Max", XY_IN + [("w", D, [4])],
+                           {"x": X, "z": Y, "w": values((4,), 7)}, opset=13),
+    "Min-13": lambda: case("Min", XY_IN, XY, opset=13),
+    "Sum-13": lambda: case("Sum", XY_IN + [("w", D, [4])],
+                           {"x": U, "z": Y, "w": values((4,), 7)}, opset=13),
+    "Sum-8-one": lambda: case("Sum", X_IN, XS, opset=8),
+    "Clip-12": lambda: case("Clip", X_IN, XS, opset=12,
+                            inits=[("lo", np.array(-1 / 3)), ("hi", np.array(0.1))]),
+    "Clip-13-max-only": lambda: case("Clip", X_IN + [("lo", D, [])], {"x": X, "lo": np.array(
+        0.1)}, opset=13),
+    "Equal-19": binary("Equal", 19, outs=[("y", B)], feeds={"x": X, "z": np.where(
+        np.arange(24).reshape(2, 3, 4) % 2 == 0, X, Y)}),
+    "Less-13": binary("Less", 13, outs=[("y", B)]),
+    "Greater-13": binary("Greater", 13, outs=[("y", B)]),
+    "LessOrEqual-16": binary("LessOrEqual", 16, outs=[("y", B)], feeds={"x": X, "z": X[::-1]}),
+    "GreaterOrEqual-16": binary("GreaterOrEqual", 16, outs=[("y", B)],
+                                feeds={"x": X, "z": X[::-1]}),
+    "Where-16": lambda: case("Where", [("c", B, [3, 4])] + XY_IN,
+                             {"c": np.arange(12).reshape(3, 4) % 3 == 0, "x": X, "z": Y},
+                             opset=16),
+    "Neg-13": unary("Neg"), "Abs-13": unary("Abs"), "Sign-13": unary("Sign"),
+    "Sqrt-13": unary("Sqrt"), "Reciprocal-13": unary("Reciprocal"),
+    "Floor-13": unary("Floor", feeds=TIES), "Ceil-13": unary("Ceil", feeds=TIES),
+    "Round-22": unary("Round", 22, feeds=TIES),
+    "IsNaN-20": unary("IsNaN", 20, outs=[("y", B)]),
+    "IsInf-20": unary("IsInf", 20, outs=[("y", B)]),
+    "IsInf-20-neg": unary("IsInf", 20, outs=[("y", B)], detect_positive=0),
+    "LeakyRelu-16": unary("LeakyRelu", 16, alpha=0.1),
+    "PRelu-16": lambda: case("PRelu", X_IN + [("s", D, [4])], {"x": X, "s": values((4,), 3)},
+                             opset=16),
+    "ThresholdedRelu-22": unary("ThresholdedRelu", 22, alpha=0.3),
+    "Softsign-22": unary("Softsign", 22),
+    "HardSigmoid-22": unary("HardSigmoid", 22, alpha=0.3, beta=0.4),
+    "HardSwish-22": unary("HardSwish", 22),
+    "Shrink-9": unary("Shrink", 9, lambd=0.7, bias=0.3),
+    "ReduceSum-13": reduce("ReduceSum", 13),
+    "ReduceMax-18": reduce("ReduceMax", 18), "ReduceMin-13": reduce("ReduceMin", 13, (2,)),
+    "ReduceMax-20-keep0": reduce("ReduceMax", 20, (0, 2), keep=0),
+    "ReduceProd-18": reduce("ReduceProd", 18), "ReduceL1-13": reduce("ReduceL1", 13),
+    "ReduceSumSquare-18": reduce("ReduceSumSquare", 18, (2,)),
+    "ArgMax-13": unary("ArgMax", 13, outs=[("y", I64)], axis=2, feeds={"x": U}),
+    "ArgMin-13-last": unary("ArgMin", 13, outs=[("y", I64)], axis=1, select_last_index=1,
+                            feeds={"x": np.round(U)}),
+    "ArgMax-11-neg": unary("ArgMax", 11, outs=[("y", I64)], axis=-2, keepdims=0,
+                           feeds={"x": U}),
+    "CumSum-14": lambda: case("CumSum", X_IN, {"x": U}, opset=14, inits=[("a", i64(2))]),
+    "CumSum-14-excl-rev": lambda: case("CumSum", X_IN, {"x": U}, {"exclusive": 1, "reverse": 1},
+                                       opset=14, inits=[("a", i64(-2))]),
+    "TopK-11": lambda: case("TopK", X_IN, {"x": U}, {"axis": 1}, outs=[("y", D), ("i", I64)],
+                            opset=11, inits=[("k", i64([2]))]),
+    "TopK-11-smallest": lambda: case("TopK", X_IN, {"x": np.round(U)}, {"largest": 0},
+                                     outs=[("y", D), ("i", I64)], opset=11,
+                                     inits=[("k", i64([3]))]),
+    "TopK-1": lambda: case("TopK", X_IN, {"x": U}, {"k": 2}, outs=[("y", D), ("i", I64)],
+                           opset=1),
+}
+
+MATH_CLOSE = {
+    # ORT cubes as x*x*x, MLX calls pow(): an ulp apart
+    "Pow-15-int-exponent": lambda: case("Pow", [("x", D, [2, 3, 4]), ("z", I64, [])],
+                                        {"x": X, "z": i64(3)}, opset=15),
+    "Log-13": unary("Log"),  # MLX's log and ORT's (Eigen) differ by an ulp at times
+    # max(-0.0, 0) is +0.0 on MLX, -0.0 on ORT: equal as numbers
+    "Relu-14": unary("Relu", 14), "Relu-6": unary("Relu", 6),
+    "ReduceSum-1-all": reduce("ReduceSum", 1, (0, 1, 2)),  # summation order
+    "Mean-13": lambda: case("Mean", XY_IN, {"x": U, "z": Y}, opset=13),
+    "ReduceMean-18": reduce("ReduceMean", 18, (0, 2)), "ReduceMean-13": reduce("ReduceMean", 13),
+    "ReduceL2-18": reduce("ReduceL2", 18), "ReduceLogSum-18": reduce("ReduceLogSum", 18,
+                                                                    feeds={"x": P}),
+    "Tanh-13": unary("Tanh"), "Atan-22": unary("Atan", 22), "Sinh-22": unary("Sinh", 22,
+                                                                              feeds={"x": U}),
+    "Pow-15-int-base": lambda: case("Pow", INT_EXP, {"x": i64([[2, 3, 5], [7, -3, 11]]),
+                                                     "z": np.array([[40.0, 30, 20], [18, 33, 2.5]])},
+                                    outs=[("y", I64)], opset=15),
+}
+
+# ORT's CPU provider has no float64 kernel for these: numpy references.
+NUMPY_REF = {
+    "Clip-12": lambda f: np.clip(f["x"], -1 / 3, 0.1),
+    "Clip-13-max-only": lambda f: np.maximum(f["x"], f["lo"]),
+    "LeakyRelu-16": lambda f: np.where(f["x"] < 0, f["x"] * F32(0.1), f["x"]),
+    "PRelu-16": lambda f: np.where(f["x"] < 0, f["x"] * f["s"], f["x"]),
+    "ThresholdedRelu-22": lambda f: np.where(f["x"] > F32(0.3), f["x"], 0.0),
+    "Softsign-22": lambda f: f["x"] / (1 + np.abs(f["x"])),
+    "HardSigmoid-22": lambda f: np.clip(f["x"] * F32(0.3) + F32(0.4), 0, 1),
+    "HardSwish-22": lambda f: f["x"] * np.clip(f["x"] * (1 / 6) + 0.5, 0, 1),
+    "Shrink-9": lambda f: np.where(f["x"] < -F32(0.7), f["x"] + F32(0.3),
+                                   np.where(f["x"] > F32(0.7), f["x"] - F32(0.3), 0.0)),
+    "Atan-22": lambda f: np.arctan(f["x"]),
+    "Sinh-22": lambda f: np.sinh(f["x"]),
+    "Relu-6": lambda f: np.maximum(f["x"], 0.0),
+    "Mean-13": lambda f: (f["x"] + f["z"]) / 2,
+}
+
+
+def reference(name, m, feeds):
+    if name in NUMPY_REF:
+        return [NUMPY_REF[name](feeds)]
+    return cpu_session(m).run(None, feeds)
+
+
+@pytest.mark.parametrize("name", list(MATH_EXACT))
+def test_math_float64_bit_exact(name):
+    """Each row runs on MLX (CPU device) in float64 and matches ORT's CPU provider (numpy where
+    ORT has no float64 kernel) to the last bit."""
+    m, feeds = MATH_EXACT[name]()
+    got, placed = run_on_mlx(m, feeds)
+    assert set(placed.values()) == {EP}  # ORT renames PRelu's node
+    for g, r in zip(got, reference(name, m, feeds)):
+        assert_bit_exact(g, np.asarray(r))
+
+
+@pytest.mark.parametrize("name", list(MATH_CLOSE))
+def test_math_float64_within_1e13(name):
+    """Rows whose rounding order or libm may differ from ORT's: float64 to 1e-13 relative (a
+    float32 step anywhere would be off by ~1e-8)."""
+    m, feeds = MATH_CLOSE[name]()
+    got, placed = run_on_mlx(m, feeds)
+    assert set(placed.values()) == {EP}  # ORT renames PRelu's node
+    for g, r in zip(got, reference(name, m, feeds)):
+        r = np.asarray(r)
+        assert g.dtype == r.dtype and g.shape == r.shape
+        np.testing.assert_allclose(g, r, rtol=1e-13, atol=0)

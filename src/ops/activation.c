@@ -229,17 +229,18 @@ static int translate_prelu(tr_ctx *t, const ir_node *n, const op_row *r) {
 }
 
 /* --- Shrink -------------------------------------------------------------------------------- */
-/* x < -lambd ? x + bias : x > lambd ? x - bias : 0, in float32 for every input type and cast
- * back (truncating for integers), which is ONNX Runtime's arithmetic. */
+/* x < -lambd ? x + bias : x > lambd ? x - bias : 0, in float32 for every input type but float64
+ * (kept in float64) and cast back (truncating for integers), which is ONNX Runtime's arithmetic. */
 static int translate_shrink(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)r;
   mx_array x = tr_in(t, 0), lambd, neg_lambd, bias, zero, lo, hi, below, above, y;
-  if (mx_dtype_of(x) != MX_FLOAT32) TR_TRY(mx_astype(t->mx, &x, x, MX_FLOAT32));
+  mx_dtype ct = mx_dtype_of(x) == MX_FLOAT64 ? MX_FLOAT64 : MX_FLOAT32;
+  if (mx_dtype_of(x) != ct) TR_TRY(mx_astype(t->mx, &x, x, ct));
   float l = ir_attr_float(n, "lambd", 0.5f), b = ir_attr_float(n, "bias", 0.0f);
-  TR_TRY(tr_scalar(t, &lambd, l, MX_FLOAT32));
-  TR_TRY(tr_scalar(t, &neg_lambd, -l, MX_FLOAT32));
-  TR_TRY(tr_scalar(t, &bias, b, MX_FLOAT32));
-  TR_TRY(tr_scalar(t, &zero, 0.0, MX_FLOAT32));
+  TR_TRY(tr_scalar(t, &lambd, l, ct));
+  TR_TRY(tr_scalar(t, &neg_lambd, -l, ct));
+  TR_TRY(tr_scalar(t, &bias, b, ct));
+  TR_TRY(tr_scalar(t, &zero, 0.0, ct));
   TR_TRY(mx_binary(t->mx, &lo, MX_ADD, x, bias));
   TR_TRY(mx_binary(t->mx, &hi, MX_SUBTRACT, x, bias));
   TR_TRY(mx_binary(t->mx, &below, MX_LESS, x, neg_lambd));
@@ -337,15 +338,16 @@ static int translate_hardmax(tr_ctx *t, const ir_node *n, const op_row *r) {
 #define UNARY(name, lo, hi, op, types) \
   {"", name, lo, hi, NULL, op_translate_unary, OP_SHAPELESS, types, op, NULL}
 
-#define POINTWISE(name, lo, hi, code, note) \
-  {"", name, lo, hi, NULL, translate_pointwise, OP_SHAPELESS, OP_FLOATS, code, note}
+#define POINTWISE_T(name, lo, hi, code, types, note) \
+  {"", name, lo, hi, NULL, translate_pointwise, OP_SHAPELESS, types, code, note}
+#define POINTWISE(name, lo, hi, code, note) POINTWISE_T(name, lo, hi, code, OP_FLOATS, note)
 
 const op_row ops_activation_rows[] = {
-    {"", "Relu", 6, 13, NULL, translate_relu, OP_SHAPELESS, OP_FLOATS, 0, NULL},
-    {"", "Relu", 14, 14, NULL, translate_relu, OP_SHAPELESS, OP_FLOATS | OP_SIGNED, 0,
+    {"", "Relu", 6, 13, NULL, translate_relu, OP_SHAPELESS, OP_FLOATS | OP_F64, 0, NULL},
+    {"", "Relu", 14, 14, NULL, translate_relu, OP_SHAPELESS, OP_FLOATS | OP_SIGNED | OP_F64, 0,
      "integer inputs from opset 14"},
     UNARY("Sigmoid", 6, 13, MX_SIGMOID, OP_FLOATS),
-    UNARY("Tanh", 6, 13, MX_TANH, OP_FLOATS),
+    UNARY("Tanh", 6, 13, MX_TANH, OP_FLOATS | OP_F64),
     {"", "Gelu", 20, 20, claim_gelu, translate_gelu, OP_SHAPELESS, OP_FLOATS, 0,
      "approximate 'none' or 'tanh'; half types computed in float32"},
     {"", "Softmax", 1, 12, claim_softmax, translate_softmax, OP_SHAPELESS, OP_FLOATS, SM_SOFTMAX,
@@ -360,21 +362,21 @@ const op_row ops_activation_rows[] = {
      "coerced to 2-D at axis (default 1): one-hot of the first maximum over axes [axis, rank)"},
     {"", "Hardmax", 13, 13, claim_softmax, translate_hardmax, OP_SHAPELESS, OP_FLOATS, 0,
      "one axis (default -1); one-hot of the first maximum"},
-    POINTWISE("LeakyRelu", 6, 16, PW_LEAKY_RELU, NULL),
+    POINTWISE_T("LeakyRelu", 6, 16, PW_LEAKY_RELU, OP_FLOATS | OP_F64, NULL),
     {"", "PRelu", 7, 16, claim_prelu, translate_prelu, OP_SHAPELESS,
-     OP_FLOATS | OP_T(IR_INT32) | OP_T(IR_INT64) | OP_T(IR_UINT32) | OP_T(IR_UINT64), 0,
+     OP_FLOATS | OP_T(IR_INT32) | OP_T(IR_INT64) | OP_T(IR_UINT32) | OP_T(IR_UINT64), 0 | OP_F64,
      "slope broadcasts to X (unidirectional); integers from opset 9"},
     POINTWISE("Elu", 6, 22, PW_ELU, NULL),
     POINTWISE("Selu", 6, 22, PW_SELU, NULL),
     POINTWISE("Celu", 12, 12, PW_CELU, NULL),
-    POINTWISE("HardSigmoid", 6, 22, PW_HARD_SIGMOID, NULL),
-    POINTWISE("HardSwish", 14, 22, PW_HARD_SWISH, NULL),
+    POINTWISE_T("HardSigmoid", 6, 22, PW_HARD_SIGMOID, OP_FLOATS | OP_F64, NULL),
+    POINTWISE_T("HardSwish", 14, 22, PW_HARD_SWISH, OP_FLOATS | OP_F64, NULL),
     POINTWISE("Mish", 18, 22, PW_MISH, NULL),
     POINTWISE("Softplus", 1, 22, PW_SOFTPLUS, NULL),
-    POINTWISE("Softsign", 1, 22, PW_SOFTSIGN, NULL),
-    POINTWISE("ThresholdedRelu", 10, 22, PW_THRESHOLDED_RELU, NULL),
+    POINTWISE_T("Softsign", 1, 22, PW_SOFTSIGN, OP_FLOATS | OP_F64, NULL),
+    POINTWISE_T("ThresholdedRelu", 10, 22, PW_THRESHOLDED_RELU, OP_FLOATS | OP_F64, NULL),
     POINTWISE("Swish", 24, 24, PW_SWISH, NULL),
-    {"", "Shrink", 9, 9, NULL, translate_shrink, OP_SHAPELESS, OP_NUMERIC, 0,
+    {"", "Shrink", 9, 9, NULL, translate_shrink, OP_SHAPELESS, OP_NUMERIC | OP_F64, 0,
      "computed in float32 and cast back (integers truncate), as ONNX Runtime does"},
     OP_ROWS_END,
 };

@@ -121,7 +121,8 @@ static int int_negative_powers(tr_ctx *t, mx_array a, mx_array b, mx_array *y) {
 
 /* Pow keeps the base's type; an exponent of another type is cast to it first (as ORT does for
  * float exponents of float bases) unless the base is integral, where the power is taken in
- * float32 and truncated back (exact while results fit float32's 24-bit mantissa). */
+ * float32 (float64 for a float64 exponent) and truncated back (exact while results fit the
+ * float's mantissa). */
 static int translate_pow(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)n, (void)r;
   mx_array a = tr_in(t, 0), b = tr_in(t, 1), y;
@@ -131,8 +132,9 @@ static int translate_pow(tr_ctx *t, const ir_node *n, const op_row *r) {
     TR_TRY(mx_binary(t->mx, &y, MX_POWER, a, b));
   } else if (mx_dtype_is_float(mx_dtype_of(b))) {
     mx_array af;
-    TR_TRY(mx_astype(t->mx, &af, a, MX_FLOAT32));
-    TR_TRY(mx_astype(t->mx, &b, b, MX_FLOAT32));
+    mx_dtype tf = mx_dtype_of(b) == MX_FLOAT64 ? MX_FLOAT64 : MX_FLOAT32;
+    TR_TRY(mx_astype(t->mx, &af, a, tf));
+    TR_TRY(mx_astype(t->mx, &b, b, tf));
     TR_TRY(mx_binary(t->mx, &y, MX_POWER, af, b));
   } else {
     if (mx_dtype_of(b) != ta) TR_TRY(mx_astype(t->mx, &b, b, ta));
@@ -264,6 +266,18 @@ static int translate_bitcast(tr_ctx *t, const ir_node *n, const op_row *r) {
   return tr_out(t, 0, y);
 }
 
+/* Sign: MLX's sign of NaN is 0; ONNX Runtime's (and numpy's) is NaN, kept here for floats. */
+static int translate_sign(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)n, (void)r;
+  mx_array x = tr_in(t, 0), y, nan;
+  TR_TRY(mx_unary(t->mx, &y, MX_SIGN, x));
+  if (mx_dtype_is_float(mx_dtype_of(x))) {
+    TR_TRY(mx_unary(t->mx, &nan, MX_ISNAN, x));
+    TR_TRY(mx_where(t->mx, &y, nan, x, y));
+  }
+  return tr_out_cast(t, 0, y);
+}
+
 static int translate_where(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)n, (void)r;
   mx_array y;
@@ -280,67 +294,68 @@ static int translate_where(tr_ctx *t, const ir_node *n, const op_row *r) {
    "variadic, numpy broadcasting"}
 
 const op_row ops_elementwise_rows[] = {
-    BINARY("Add", 7, 14, MX_ADD, OP_NUMERIC),
-    BINARY("Sub", 7, 14, MX_SUBTRACT, OP_NUMERIC),
-    BINARY("Mul", 7, 14, MX_MULTIPLY, OP_NUMERIC),
-    {"", "Div", 7, 14, claim_same_types, translate_div, OP_SHAPELESS, OP_NUMERIC, MX_DIVIDE,
+    BINARY("Add", 7, 14, MX_ADD, OP_NUMERIC | OP_F64),
+    BINARY("Sub", 7, 14, MX_SUBTRACT, OP_NUMERIC | OP_F64),
+    BINARY("Mul", 7, 14, MX_MULTIPLY, OP_NUMERIC | OP_F64),
+    {"", "Div", 7, 14, claim_same_types, translate_div, OP_SHAPELESS, OP_NUMERIC | OP_F64, MX_DIVIDE,
      "integer division truncates toward zero"},
-    {"", "Pow", 7, 15, NULL, translate_pow, OP_SHAPELESS, OP_NUMERIC, MX_POWER, NULL},
-    {"", "Mod", 10, 13, claim_mod, translate_mod, OP_SHAPELESS, OP_NUMERIC, 0,
+    {"", "Pow", 7, 15, NULL, translate_pow, OP_SHAPELESS, OP_NUMERIC | OP_F64, MX_POWER, NULL},
+    {"", "Mod", 10, 13, claim_mod, translate_mod, OP_SHAPELESS, OP_NUMERIC | OP_F64, 0,
      "fmod=0: sign of the divisor; fmod=1: sign of the dividend; floats with fmod=0 declined"},
-    VARIADIC("Max", 6, 13, MX_MAXIMUM, OP_NUMERIC),
-    VARIADIC("Min", 6, 13, MX_MINIMUM, OP_NUMERIC),
-    {"", "Sum", 6, 13, claim_same_types, translate_variadic, OP_SHAPELESS, OP_FLOATS, MX_ADD,
+    VARIADIC("Max", 6, 13, MX_MAXIMUM, OP_NUMERIC | OP_F64),
+    VARIADIC("Min", 6, 13, MX_MINIMUM, OP_NUMERIC | OP_F64),
+    {"", "Sum", 6, 13, claim_same_types, translate_variadic, OP_SHAPELESS, OP_FLOATS | OP_F64, MX_ADD,
      "variadic, numpy broadcasting; half types accumulate in float32"},
-    {"", "Mean", 6, 13, claim_same_types, translate_variadic, OP_SHAPELESS, OP_FLOATS,
+    {"", "Mean", 6, 13, claim_same_types, translate_variadic, OP_SHAPELESS, OP_FLOATS | OP_F64,
      MX_DIVIDE, "variadic, numpy broadcasting; half types accumulate in float32"},
-    {"", "Clip", 6, 10, NULL, translate_clip_attr, OP_SHAPELESS, OP_FLOATS, 0,
+    {"", "Clip", 6, 10, NULL, translate_clip_attr, OP_SHAPELESS, OP_FLOATS | OP_F64, 0,
      "min/max attributes"},
-    {"", "Clip", 11, 11, claim_clip, translate_clip_inputs, OP_SHAPELESS, OP_FLOATS, 0,
+    {"", "Clip", 11, 11, claim_clip, translate_clip_inputs, OP_SHAPELESS, OP_FLOATS | OP_F64, 0,
      "optional scalar min/max inputs"},
-    {"", "Clip", 12, 13, claim_clip, translate_clip_inputs, OP_SHAPELESS, OP_NUMERIC, 0,
+    {"", "Clip", 12, 13, claim_clip, translate_clip_inputs, OP_SHAPELESS, OP_NUMERIC | OP_F64, 0,
      "optional scalar min/max inputs; integers from opset 12"},
-    BINARY("Equal", 7, 19, MX_EQUAL, OP_ALL),
-    BINARY("Less", 7, 13, MX_LESS, OP_NUMERIC),
-    BINARY("Greater", 7, 13, MX_GREATER, OP_NUMERIC),
-    BINARY("LessOrEqual", 12, 16, MX_LESS_EQUAL, OP_NUMERIC),
-    BINARY("GreaterOrEqual", 12, 16, MX_GREATER_EQUAL, OP_NUMERIC),
+    BINARY("Equal", 7, 19, MX_EQUAL, OP_ALL | OP_F64),
+    BINARY("Less", 7, 13, MX_LESS, OP_NUMERIC | OP_F64),
+    BINARY("Greater", 7, 13, MX_GREATER, OP_NUMERIC | OP_F64),
+    BINARY("LessOrEqual", 12, 16, MX_LESS_EQUAL, OP_NUMERIC | OP_F64),
+    BINARY("GreaterOrEqual", 12, 16, MX_GREATER_EQUAL, OP_NUMERIC | OP_F64),
     UNARY("Not", 1, 1, MX_LOGICAL_NOT, OP_T(IR_BOOL)),
     BINARY("And", 7, 7, MX_LOGICAL_AND, OP_T(IR_BOOL)),
     BINARY("Or", 7, 7, MX_LOGICAL_OR, OP_T(IR_BOOL)),
     BINARY("Xor", 7, 7, MX_NOT_EQUAL, OP_T(IR_BOOL)),
-    {"", "Where", 9, 16, claim_where, translate_where, OP_SHAPELESS, OP_T(IR_BOOL), 0, NULL},
+    {"", "Where", 9, 16, claim_where, translate_where, OP_SHAPELESS, OP_T(IR_BOOL) | OP_F64, 0, NULL},
     BINARY("BitwiseAnd", 18, 18, MX_BITWISE_AND, OP_INTS),
     BINARY("BitwiseOr", 18, 18, MX_BITWISE_OR, OP_INTS),
     BINARY("BitwiseXor", 18, 18, MX_BITWISE_XOR, OP_INTS),
     UNARY("BitwiseNot", 18, 18, MX_BITWISE_INVERT, OP_INTS),
     {"", "BitShift", 11, 11, claim_bitshift, translate_bitshift, OP_SHAPELESS, OP_UNSIGNED, 0,
      "direction LEFT or RIGHT; shifts by the type's width or more are undefined (as in C)"},
-    UNARY("Neg", 6, 13, MX_NEG, OP_FLOATS | OP_SIGNED),
-    UNARY("Abs", 6, 13, MX_ABS, OP_NUMERIC),
-    UNARY("Sign", 9, 13, MX_SIGN, OP_NUMERIC),
+    UNARY("Neg", 6, 13, MX_NEG, OP_FLOATS | OP_SIGNED | OP_F64),
+    UNARY("Abs", 6, 13, MX_ABS, OP_NUMERIC | OP_F64),
+    {"", "Sign", 9, 13, NULL, translate_sign, OP_SHAPELESS, OP_NUMERIC | OP_F64, MX_SIGN,
+     "NaN for NaN"},
     UNARY("Exp", 6, 13, MX_EXP, OP_FLOATS),
-    UNARY("Log", 6, 13, MX_LOG, OP_FLOATS),
-    UNARY("Sqrt", 6, 13, MX_SQRT, OP_FLOATS),
-    UNARY("Reciprocal", 6, 13, MX_RECIPROCAL, OP_FLOATS),
+    UNARY("Log", 6, 13, MX_LOG, OP_FLOATS | OP_F64),
+    UNARY("Sqrt", 6, 13, MX_SQRT, OP_FLOATS | OP_F64),
+    UNARY("Reciprocal", 6, 13, MX_RECIPROCAL, OP_FLOATS | OP_F64),
     UNARY("Erf", 9, 13, MX_ERF, OP_FLOATS),
     UNARY("Sin", 7, 22, MX_SIN, OP_FLOATS),
     UNARY("Cos", 7, 22, MX_COS, OP_FLOATS),
     UNARY("Tan", 7, 22, MX_TAN, OP_FLOATS),
     UNARY("Asin", 7, 22, MX_ASIN, OP_FLOATS),
     UNARY("Acos", 7, 22, MX_ACOS, OP_FLOATS),
-    UNARY("Atan", 7, 22, MX_ATAN, OP_FLOATS),
-    UNARY("Sinh", 9, 22, MX_SINH, OP_FLOATS),
+    UNARY("Atan", 7, 22, MX_ATAN, OP_FLOATS | OP_F64),
+    UNARY("Sinh", 9, 22, MX_SINH, OP_FLOATS | OP_F64),
     UNARY("Cosh", 9, 22, MX_COSH, OP_FLOATS),
     UNARY("Asinh", 9, 22, MX_ASINH, OP_FLOATS),
     UNARY("Acosh", 9, 22, MX_ACOSH, OP_FLOATS),
     UNARY("Atanh", 9, 22, MX_ATANH, OP_FLOATS),
-    UNARY("Floor", 6, 13, MX_FLOOR, OP_FLOATS),
-    UNARY("Ceil", 6, 13, MX_CEIL, OP_FLOATS),
-    {"", "Round", 11, 22, NULL, op_translate_unary, OP_SHAPELESS, OP_FLOATS, MX_ROUND,
+    UNARY("Floor", 6, 13, MX_FLOOR, OP_FLOATS | OP_F64),
+    UNARY("Ceil", 6, 13, MX_CEIL, OP_FLOATS | OP_F64),
+    {"", "Round", 11, 22, NULL, op_translate_unary, OP_SHAPELESS, OP_FLOATS | OP_F64, MX_ROUND,
      "halves round to even"},
-    UNARY("IsNaN", 9, 20, MX_ISNAN, OP_FLOATS),
-    {"", "IsInf", 10, 20, NULL, translate_isinf, OP_SHAPELESS, OP_FLOATS, 0,
+    UNARY("IsNaN", 9, 20, MX_ISNAN, OP_FLOATS | OP_F64),
+    {"", "IsInf", 10, 20, NULL, translate_isinf, OP_SHAPELESS, OP_FLOATS | OP_F64, 0,
      "detect_positive / detect_negative"},
     {"", "CastLike", 15, 25, NULL, translate_castlike, OP_SHAPELESS, 0, 0,
      "converts as Cast does; float8/int4/string/float64 declined; saturate and round_mode "

@@ -488,47 +488,47 @@ static int translate_topk(tr_ctx *t, const ir_node *n, const op_row *r) {
   {"", name, lo, hi, claim_reduce_input, translate_reduce_input, OP_SHAPELESS, types, op, \
    HOST_READ_NOTE("the axes input")}
 #define ARG_ROWS(name, code)                                                                   \
-  {"", name, 1, 10, claim_arg, translate_arg, OP_SHAPELESS, OP_NUMERIC,                        \
+  {"", name, 1, 10, claim_arg, translate_arg, OP_SHAPELESS, OP_NUMERIC | OP_F64,                        \
    (code) | ARG_NONNEG_AXIS, "int64 index of the first extreme; negative axis declined"},     \
-  {"", name, 11, 11, claim_arg, translate_arg, OP_SHAPELESS, OP_NUMERIC, code,                \
+  {"", name, 11, 11, claim_arg, translate_arg, OP_SHAPELESS, OP_NUMERIC | OP_F64, code,                \
    "int64 index of the first extreme"},                                                       \
-  {"", name, 12, 13, claim_arg, translate_arg, OP_SHAPELESS, OP_NUMERIC,                      \
+  {"", name, 12, 13, claim_arg, translate_arg, OP_SHAPELESS, OP_NUMERIC | OP_F64,                      \
    (code) | ARG_LAST_INDEX, "int64 index of the first extreme, or the last (select_last_index)"}
 
 const op_row ops_reduce_rows[] = {
-    ATTR_ROW("ReduceSum", 1, 12, MX_SUM, SUM_TYPES),
-    INPUT_ROW("ReduceSum", 13, 13, MX_SUM, SUM_TYPES),
-    ATTR_ROW("ReduceMean", 1, 17, MX_MEAN, SUM_TYPES),
-    INPUT_ROW("ReduceMean", 18, 18, MX_MEAN, SUM_TYPES),
-    ATTR_ROW("ReduceMax", 1, 17, MX_MAX, MAX_TYPES),
-    INPUT_ROW("ReduceMax", 18, 19, MX_MAX, MAX_TYPES),
-    INPUT_ROW("ReduceMax", 20, 20, MX_MAX, MAX_TYPES | OP_T(IR_BOOL)),
-    ATTR_ROW("ReduceMin", 1, 17, MX_MIN, MAX_TYPES),
-    INPUT_ROW("ReduceMin", 18, 19, MX_MIN, MAX_TYPES),
-    INPUT_ROW("ReduceMin", 20, 20, MX_MIN, MAX_TYPES | OP_T(IR_BOOL)),
-    ATTR_ROW("ReduceProd", 1, 17, MX_PROD, SUM_TYPES),
-    INPUT_ROW("ReduceProd", 18, 18, MX_PROD, SUM_TYPES),
-    ATTR_ROW("ReduceL1", 1, 17, RED_L1, SUM_TYPES),
-    INPUT_ROW("ReduceL1", 18, 18, RED_L1, SUM_TYPES),
-    ATTR_ROW("ReduceL2", 1, 17, RED_L2, SUM_TYPES),
-    INPUT_ROW("ReduceL2", 18, 18, RED_L2, SUM_TYPES),
-    ATTR_ROW("ReduceLogSum", 1, 17, RED_LOG_SUM, SUM_TYPES),
-    INPUT_ROW("ReduceLogSum", 18, 18, RED_LOG_SUM, SUM_TYPES),
+    ATTR_ROW("ReduceSum", 1, 12, MX_SUM, SUM_TYPES | OP_F64),
+    INPUT_ROW("ReduceSum", 13, 13, MX_SUM, SUM_TYPES | OP_F64),
+    ATTR_ROW("ReduceMean", 1, 17, MX_MEAN, SUM_TYPES | OP_F64),
+    INPUT_ROW("ReduceMean", 18, 18, MX_MEAN, SUM_TYPES | OP_F64),
+    ATTR_ROW("ReduceMax", 1, 17, MX_MAX, MAX_TYPES | OP_F64),
+    INPUT_ROW("ReduceMax", 18, 19, MX_MAX, MAX_TYPES | OP_F64),
+    INPUT_ROW("ReduceMax", 20, 20, MX_MAX, MAX_TYPES | OP_F64 | OP_T(IR_BOOL)),
+    ATTR_ROW("ReduceMin", 1, 17, MX_MIN, MAX_TYPES | OP_F64),
+    INPUT_ROW("ReduceMin", 18, 19, MX_MIN, MAX_TYPES | OP_F64),
+    INPUT_ROW("ReduceMin", 20, 20, MX_MIN, MAX_TYPES | OP_F64 | OP_T(IR_BOOL)),
+    ATTR_ROW("ReduceProd", 1, 17, MX_PROD, SUM_TYPES | OP_F64),
+    INPUT_ROW("ReduceProd", 18, 18, MX_PROD, SUM_TYPES | OP_F64),
+    ATTR_ROW("ReduceL1", 1, 17, RED_L1, SUM_TYPES | OP_F64),
+    INPUT_ROW("ReduceL1", 18, 18, RED_L1, SUM_TYPES | OP_F64),
+    ATTR_ROW("ReduceL2", 1, 17, RED_L2, SUM_TYPES | OP_F64),
+    INPUT_ROW("ReduceL2", 18, 18, RED_L2, SUM_TYPES | OP_F64),
+    ATTR_ROW("ReduceLogSum", 1, 17, RED_LOG_SUM, SUM_TYPES | OP_F64),
+    INPUT_ROW("ReduceLogSum", 18, 18, RED_LOG_SUM, SUM_TYPES | OP_F64),
     ATTR_ROW("ReduceLogSumExp", 1, 17, RED_LOG_SUM_EXP, SUM_TYPES),
     INPUT_ROW("ReduceLogSumExp", 18, 18, RED_LOG_SUM_EXP, SUM_TYPES),
-    ATTR_ROW("ReduceSumSquare", 1, 17, RED_SUM_SQUARE, SUM_TYPES),
-    INPUT_ROW("ReduceSumSquare", 18, 18, RED_SUM_SQUARE, SUM_TYPES),
+    ATTR_ROW("ReduceSumSquare", 1, 17, RED_SUM_SQUARE, SUM_TYPES | OP_F64),
+    INPUT_ROW("ReduceSumSquare", 18, 18, RED_SUM_SQUARE, SUM_TYPES | OP_F64),
     ARG_ROWS("ArgMax", ARG_MAX),
     ARG_ROWS("ArgMin", ARG_MIN),
-    {"", "CumSum", 11, 14, claim_scan, translate_scan, OP_SHAPELESS, SUM_TYPES, MX_SUM,
+    {"", "CumSum", 11, 14, claim_scan, translate_scan, OP_SHAPELESS, SUM_TYPES | OP_F64, MX_SUM,
      "exclusive, reverse; " HOST_READ_NOTE("the axis input")},
-    {"", "CumProd", 26, 26, claim_scan, translate_scan, OP_SHAPELESS, SUM_TYPES, MX_PROD,
+    {"", "CumProd", 26, 26, claim_scan, translate_scan, OP_SHAPELESS, SUM_TYPES | OP_F64, MX_PROD,
      "exclusive, reverse; " HOST_READ_NOTE("the axis input")},
-    {"", "TopK", 1, 9, claim_topk, translate_topk, OP_SHAPE_KEYED, OP_FLOATS, TOPK_K_ATTR,
+    {"", "TopK", 1, 9, claim_topk, translate_topk, OP_SHAPE_KEYED, OP_FLOATS | OP_F64, TOPK_K_ATTR,
      "k attribute; largest first; ties keep the lower index first"},
-    {"", "TopK", 10, 10, claim_topk, translate_topk, OP_SHAPE_KEYED, OP_FLOATS, TOPK_K_INPUT,
+    {"", "TopK", 10, 10, claim_topk, translate_topk, OP_SHAPE_KEYED, OP_FLOATS | OP_F64, TOPK_K_INPUT,
      "largest first; ties keep the lower index first; " HOST_READ_NOTE("k")},
-    {"", "TopK", 11, 24, claim_topk, translate_topk, OP_SHAPE_KEYED, OP_NUMERIC, TOPK_FULL,
+    {"", "TopK", 11, 24, claim_topk, translate_topk, OP_SHAPE_KEYED, OP_NUMERIC | OP_F64, TOPK_FULL,
      "largest/smallest, always sorted; ties keep the lower index first; " HOST_READ_NOTE("k")},
     OP_ROWS_END,
 };
