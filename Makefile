@@ -4,8 +4,10 @@ include deps/pins.env
 
 VENV      := .venv
 PY        := $(VENV)/bin/python
-SITE      := $(VENV)/lib/python3.11/site-packages
+# The venv's site-packages (empty until set-up has made the venv; the build re-reads it).
+SITE      := $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)
 MLX_DIR   := $(SITE)/mlx
+MLX_REL   := $(patsubst $(CURDIR)/%,%,$(MLX_DIR))
 ORT_INC   := .deps/ort/include
 BUILD     := build
 LIB       := $(BUILD)/libonnxruntime_ep_mlx.so
@@ -32,7 +34,7 @@ OPENBLAS  ?= $(wildcard /usr/lib/x86_64-linux-gnu/libopenblas.so.0)
 comma     := ,
 BLAS_LINK := $(if $(OPENBLAS),-Wl$(comma)--no-as-needed $(OPENBLAS) -Wl$(comma)--as-needed)
 LDFLAGS_LIB  := -shared -Wl,--version-script=src/ep/exports.map -Wl,--no-undefined \
-                $(BLAS_LINK) -L$(MLX_DIR)/lib -lmlx -Wl,-rpath,'$$ORIGIN/../$(MLX_DIR)/lib' -Wl,-rpath,$(abspath $(MLX_DIR)/lib) -lpthread
+                $(BLAS_LINK) -L$(MLX_DIR)/lib -lmlx -Wl,-rpath,'$$ORIGIN/../$(MLX_REL)/lib' -Wl,-rpath,$(abspath $(MLX_DIR)/lib) -lpthread
 
 .PHONY: setup build run test clean operators bench
 setup:
