@@ -216,9 +216,25 @@ static bool read_attr(builder *b, const OrtOpAttr *oa, ir_attr *a) {
       b->ort->ReleaseValue(value);
       return ok && copy;
     }
-    case ORT_OP_ATTR_STRINGS:
+    case ORT_OP_ATTR_STRINGS: {
+      /* ORT writes the strings back to back, each NUL-terminated: kept as is in s, with their
+       * number in count (0 and s NULL when ORT cannot read them). */
       a->type = IR_ATTR_STRINGS;
+      OrtStatus *st = b->ort->ReadOpAttr(oa, t, NULL, 0, &got);
+      if (st) b->ort->ReleaseStatus(st);
+      if (!got) return true;
+      char *buf = ir_arena_alloc(b->arena, got + 1);
+      if (!buf) return false;
+      st = b->ort->ReadOpAttr(oa, t, buf, got, &got);
+      if (st) {
+        b->ort->ReleaseStatus(st);
+        return true;
+      }
+      buf[got] = 0;
+      for (size_t i = 0; i < got; i++) a->count += buf[i] == 0;
+      a->s = buf;
       return true;
+    }
     default:
       a->type = IR_ATTR_OTHER;
       return true;

@@ -49,7 +49,7 @@ typedef struct ir_attr {
   int64_t i;
   float f;
   const char *s;
-  size_t count; /* entries of ints / floats */
+  size_t count; /* entries of ints / floats / strings (STRINGS: back to back in s) */
   const int64_t *ints;
   const float *floats;
   /* IR_ATTR_TENSOR: a copy of the tensor (Constant's value) */

@@ -2,8 +2,8 @@
  * Convolutions: Conv and ConvTranspose over 1 to 3 spatial dimensions with groups, strides,
  * dilations, explicit (also asymmetric) pads, auto_pad and an optional bias, on MLX's
  * conv_general. MLX is channels-last, so the NC... input and the OI... weight are transposed in
- * and the result is transposed back; a constant weight's transpose is recomputed on every run (not
- * cached yet). ConvTranspose is the correlation of the input dilated by the strides with the
+ * and the result is transposed back; a constant weight is brought into MLX's layout once, when
+ * the plan is built (the rows' prepare hooks), not on every run. ConvTranspose is the correlation of the input dilated by the strides with the
  * flipped kernel, whose per-group [C/group, M/group] blocks are regrouped into an
  * [M, k..., C/group] weight; its padding (explicit pads, auto_pad, or the pads implied by
  * output_shape, with output_padding) becomes low/high padding of that correlation, cropped where
@@ -200,8 +200,19 @@ int conv_forward_channels_last(tr_ctx *t, const ir_node *n, mx_array x, mx_array
     lo[i] = (int)l, hi[i] = (int)h;
   }
   TR_TRY(to_channels_last(t, x, &x));
-  TR_TRY(to_channels_last(t, w, &w));
+  mx_array prepared = w == tr_in(t, 1) ? tr_derived(t, 0) : NULL;
+  if (prepared) w = prepared;
+  else TR_TRY(to_channels_last(t, w, &w));
   return conv_channels_last(t, x, w, nd, stride, lo, hi, kdil, idil, groups, false, y);
+}
+
+/* A constant Conv weight, transposed to channels-last once. */
+static int prepare_conv(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)n, (void)r;
+  if (!tr_input_is_constant(t, 1)) return MX_OK;
+  mx_array w;
+  TR_TRY(to_channels_last(t, tr_in(t, 1), &w));
+  return tr_keep_derived(t, 0, w);
 }
 
 static int translate_conv(tr_ctx *t, const ir_node *n, const op_row *r) {
@@ -267,6 +278,32 @@ static bool claim_conv_transpose(const ir_graph *g, const ir_node *n, const op_r
   return true;
 }
 
+/* W [C, M/g, k...] -> [g, C/g, M/g, k...] -> [g, M/g, k..., C/g] -> [M, k..., C/g] */
+static int regroup_transposed_weight(tr_ctx *t, mx_array w, int groups, mx_array *out) {
+  int nd = mx_ndim(w) - 2, c = mx_dim(w, 0);
+  int cg = c / groups, mg = mx_dim(w, 1), shape[MX_MAX_RANK], perm[MX_MAX_RANK];
+  shape[0] = groups, shape[1] = cg, shape[2] = mg;
+  for (int i = 0; i < nd; i++) shape[3 + i] = mx_dim(w, i + 2);
+  TR_TRY(mx_reshape(t->mx, &w, w, shape, nd + 3));
+  perm[0] = 0, perm[1] = 2, perm[nd + 2] = 1;
+  for (int i = 0; i < nd; i++) perm[2 + i] = 3 + i;
+  TR_TRY(mx_transpose(t->mx, &w, w, perm, nd + 3));
+  shape[0] = groups * mg;
+  for (int i = 0; i < nd; i++) shape[1 + i] = mx_dim(w, 2 + i);
+  shape[nd + 1] = cg;
+  return mx_reshape(t->mx, out, w, shape, nd + 2);
+}
+
+/* A constant ConvTranspose weight, regrouped into MLX's layout once. */
+static int prepare_conv_transpose(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)r;
+  int64_t groups = ir_attr_int(n, "group", 1);
+  mx_array w = tr_in(t, 1);
+  if (!tr_input_is_constant(t, 1) || groups < 1 || mx_dim(w, 0) % groups) return MX_OK;
+  TR_TRY(regroup_transposed_weight(t, w, (int)groups, &w));
+  return tr_keep_derived(t, 0, w);
+}
+
 static int translate_conv_transpose(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)r;
   mx_array x = tr_in(t, 0), w = tr_in(t, 1), y;
@@ -295,18 +332,9 @@ static int translate_conv_transpose(tr_ctx *t, const ir_node *n, const op_row *r
     lo[i] = l > 0 ? (int)l : 0, hi[i] = h > 0 ? (int)h : 0;
     crop[i] = l < 0 ? (int)-l : 0, out[i] = (int)o;
   }
-  /* W [C, M/g, k...] -> [g, C/g, M/g, k...] -> [g, M/g, k..., C/g] -> [M, k..., C/g] */
-  int cg = c / groups, mg = mx_dim(w, 1), shape[MX_MAX_RANK], perm[MX_MAX_RANK];
-  shape[0] = groups, shape[1] = cg, shape[2] = mg;
-  for (int i = 0; i < nd; i++) shape[3 + i] = mx_dim(w, i + 2);
-  TR_TRY(mx_reshape(t->mx, &w, w, shape, nd + 3));
-  perm[0] = 0, perm[1] = 2, perm[nd + 2] = 1;
-  for (int i = 0; i < nd; i++) perm[2 + i] = 3 + i;
-  TR_TRY(mx_transpose(t->mx, &w, w, perm, nd + 3));
-  shape[0] = groups * mg;
-  for (int i = 0; i < nd; i++) shape[1 + i] = mx_dim(w, 2 + i);
-  shape[nd + 1] = cg;
-  TR_TRY(mx_reshape(t->mx, &w, w, shape, nd + 2));
+  mx_array prepared = tr_derived(t, 0);
+  if (prepared) w = prepared;
+  else TR_TRY(regroup_transposed_weight(t, w, groups, &w));
   TR_TRY(to_channels_last(t, x, &x));
   TR_TRY(conv_channels_last(t, x, w, nd, ones, lo, hi, kdil, idil, groups, true, &y));
   for (int i = 0; i < nd; i++)
@@ -315,17 +343,20 @@ static int translate_conv_transpose(tr_ctx *t, const ir_node *n, const op_row *r
   return finish(t, y);
 }
 
-#define CONV_NOTE "1-3 spatial dims; weights transposed to channels-last every run (not cached)"
+#define CONV_NOTE "1-3 spatial dims; constant weights put in MLX's layout once at plan build"
 
 const op_row ops_conv_rows[] = {
     {"", "Conv", 1, 10, claim_conv, translate_conv, OP_SHAPE_KEYED, OP_FLOATS, 0,
-     CONV_NOTE "; SAME pads to ceil(in/stride) as in opset 11; SAME with dilations declined"},
+     CONV_NOTE "; SAME pads to ceil(in/stride) as in opset 11; SAME with dilations declined",
+     NULL, prepare_conv},
     {"", "Conv", 11, 22, claim_conv, translate_conv, OP_SHAPE_KEYED, OP_FLOATS, 0,
-     CONV_NOTE "; SAME with dilations declined (ONNX Runtime rejects it)"},
+     CONV_NOTE "; SAME with dilations declined (ONNX Runtime rejects it)", NULL, prepare_conv},
     {"", "ConvTranspose", 1, 10, claim_conv_transpose, translate_conv_transpose, OP_SHAPE_KEYED,
      OP_FLOATS, 0,
-     CONV_NOTE "; output_shape pads split as in opset 11; output_padding must be below the stride"},
+     CONV_NOTE "; output_shape pads split as in opset 11; output_padding must be below the stride",
+     NULL, prepare_conv_transpose},
     {"", "ConvTranspose", 11, 22, claim_conv_transpose, translate_conv_transpose,
-     OP_SHAPE_KEYED, OP_FLOATS, 0, CONV_NOTE "; output_padding must be below the stride"},
+     OP_SHAPE_KEYED, OP_FLOATS, 0, CONV_NOTE "; output_padding must be below the stride", NULL,
+     prepare_conv_transpose},
     OP_ROWS_END,
 };

@@ -29,6 +29,8 @@ extern const op_row ops_signal_rows[]; /* DFT, STFT, Hann/Hamming/BlackmanWindow
 extern const op_row ops_vision_rows[]; /* GridSample, AffineGrid, RoiAlign, MaxUnpool, Col2Im, NMS */
 extern const op_row ops_linalg_rows[]; /* Einsum, Det */
 extern const op_row ops_random_rows[]; /* RandomNormal/Uniform(Like), Bernoulli, Multinomial */
+extern const op_row ops_rnn_rows[]; /* RNN, GRU, LSTM */
+extern const op_row ops_misc_nn_rows[]; /* RotaryEmbedding, NLL/SoftmaxCrossEntropy losses, MaxRoiPool */
 
 /* Translators shared by several families (ops/common.c): one bridge op named by row->code,
  * its result cast to the declared output type. */

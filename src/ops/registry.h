@@ -38,6 +38,10 @@ typedef int (*op_translate_fn)(struct tr_ctx *t, const ir_node *n, const struct 
 /* A node's own compile class where it can be better than the row's worst case (e.g. a scatter
  * whose indices are constant need not read them on the host every run). */
 typedef op_compile_class (*op_node_class_fn)(const ir_graph *g, const ir_node *n);
+/* Work on constant inputs done once when the plan is built (a convolution weight transposed to
+ * MLX's layout): stores its results with tr_keep_derived, which the translator reads back with
+ * tr_derived instead of recomputing them on every run. */
+typedef int (*op_prepare_fn)(struct tr_ctx *t, const ir_node *n, const struct op_row *row);
 
 /* Element-type masks: bit (1 << IR_*) per ONNX element type. */
 #define OP_T(x) (1u << (x))
@@ -64,12 +68,13 @@ typedef struct op_row {
   int code;        /* family parameter, e.g. the bridge op a shared translator calls */
   const char *note; /* notable declined forms or the reason for the compile class */
   op_node_class_fn node_class; /* optional: per-node compile class, never worse than the row's */
+  op_prepare_fn prepare;       /* optional: work on constant inputs done once at plan build */
 } op_row;
 
 /* The compile class of one node: the row's, or the node's own when the row has a hook. */
 op_compile_class op_node_compile_class(const op_row *row, const ir_graph *g, const ir_node *n);
 
-#define OP_ROWS_END {NULL, NULL, 0, 0, NULL, NULL, OP_SHAPELESS, 0, 0, NULL, NULL}
+#define OP_ROWS_END {NULL, NULL, 0, 0, NULL, NULL, OP_SHAPELESS, 0, 0, NULL, NULL, NULL}
 
 /* What a claim may assume about where the node will run. */
 typedef struct op_claim_env {

@@ -56,7 +56,8 @@ int plan_translate_node(const plan *p, mx_ctx *ctx, mx_array *values, const mx_a
   const ir_node *n = &p->g->nodes[index];
   tr_ctx t = {.mx = ctx, .g = p->g, .values = values, .const_values = known,
               .node = n, .checks = checks, .path_note = &p->node_paths[index],
-              .fast_kernels = p->fast_kernels};
+              .fast_kernels = p->fast_kernels,
+              .derived = &p->derived[(size_t)index * TR_DERIVED_SLOTS]};
   ctx->error[0] = 0;
   for (int i = 0; i < n->n_inputs; i++)
     if (n->inputs[i] != IR_NONE && !values[n->inputs[i]]) {
@@ -127,6 +128,25 @@ static bool is_graph_input(const plan *p, int v) {
   for (int k = 0; k < p->g->n_graph_inputs; k++)
     if (p->g->graph_inputs[k] == v) return true;
   return false;
+}
+
+/* Runs the rows' prepare hooks (work on constant inputs done once, such as weight layouts) in
+ * the constants' arena; their results live as long as the plan. */
+static int prepare_nodes(plan *p, mx_ctx *ctx, char *err, size_t len) {
+  for (int i = 0; i < p->g->n_nodes; i++) {
+    const ir_node *n = &p->g->nodes[i];
+    if (p->folded[i] || !p->rows[i]->prepare) continue;
+    tr_ctx t = {.mx = ctx, .g = p->g, .values = p->const_values,
+                .const_values = p->const_values, .node = n,
+                .derived = &p->derived[(size_t)i * TR_DERIVED_SLOTS], .preparing = true};
+    ctx->error[0] = 0;
+    if (p->rows[i]->prepare(&t, n, p->rows[i]) != MX_OK) {
+      snprintf(err, len, "node '%s' (%s): preparing constants: %s", n->name, n->op_type,
+               ctx->error);
+      return MX_ERR_MLX;
+    }
+  }
+  return MX_OK;
 }
 
 /* Marks the nodes whose outputs depend only on input shapes and constants: Shape (and Size)
@@ -210,13 +230,14 @@ int plan_build(const ir_graph *snapshot, const char *name, const plan_config *cf
   p->shape_node = calloc((size_t)n + 1, sizeof(bool));
   p->classes = calloc((size_t)n + 1, sizeof(op_compile_class));
   p->node_paths = calloc((size_t)n + 1, sizeof(const char *));
+  p->derived = calloc(((size_t)n + 1) * TR_DERIVED_SLOTS, sizeof(mx_array));
   p->const_values = calloc((size_t)p->g->n_values + 1, sizeof(mx_array));
   bool *all = calloc((size_t)n + 1, sizeof(bool));
   int *groups = calloc((size_t)n + 1, sizeof(int));
   p->consts = mx_arena_new();
   int rc = MX_ERR_NOMEM;
   if (!p->name || !p->order || !p->rows || !p->folded || !p->shape_node || !p->classes ||
-      !p->node_paths || !p->const_values ||
+      !p->node_paths || !p->derived || !p->const_values ||
       !all || !groups || !p->consts) {
     snprintf(err, len, "out of memory while building the plan");
     goto fail;
@@ -240,6 +261,7 @@ int plan_build(const ir_graph *snapshot, const char *name, const plan_config *cf
   mx_ctx ctx = {.arena = p->consts, .device = device};
   rc = load_constants(p, &ctx, err, len);
   if (rc == MX_OK) rc = fold_constants(p, &ctx, err, len);
+  if (rc == MX_OK) rc = prepare_nodes(p, &ctx, err, len);
   if (rc != MX_OK) goto fail;
   mark_shape_nodes(p);
   choose_path(p, cfg);
@@ -265,6 +287,7 @@ void plan_free(plan *p) {
   free(p->folded);
   free(p->shape_node);
   free(p->classes);
+  free(p->derived);
   free((void *)p->node_paths);
   free(p->const_values);
   free(p);

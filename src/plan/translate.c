@@ -131,3 +131,15 @@ int tr_check_that(tr_ctx *t, mx_array ok, const char *fmt, ...) {
 void tr_note_path(tr_ctx *t, const char *path) {
   if (t->path_note) *t->path_note = path;
 }
+
+mx_array tr_derived(const tr_ctx *t, int slot) {
+  return t->derived && slot >= 0 && slot < TR_DERIVED_SLOTS ? t->derived[slot] : NULL;
+}
+
+int tr_keep_derived(tr_ctx *t, int slot, mx_array a) {
+  if (!t->preparing || !t->derived || slot < 0 || slot >= TR_DERIVED_SLOTS)
+    return tr_fail(t, "derived values can only be kept while the plan is built");
+  TR_TRY(mx_eval(t->mx, &a, 1));
+  t->derived[slot] = a;
+  return MX_OK;
+}

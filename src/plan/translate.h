@@ -29,6 +29,8 @@ typedef struct tr_checks {
   int count, cap;
 } tr_checks;
 
+enum { TR_DERIVED_SLOTS = 2 };
+
 typedef struct tr_ctx {
   mx_ctx *mx;
   const ir_graph *g;
@@ -39,6 +41,8 @@ typedef struct tr_ctx {
   tr_checks *checks;   /* where tr_check_that records run-time checks */
   const char **path_note; /* where tr_note_path records the node's kernel path */
   bool fast_kernels;      /* custom kernels allowed (off: ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN) */
+  mx_array *derived;      /* this node's TR_DERIVED_SLOTS values prepared at plan build */
+  bool preparing;         /* inside a row's prepare hook (plan build, constants arena) */
 } tr_ctx;
 
 mx_array tr_in(tr_ctx *t, int i); /* NULL for an absent optional input */
@@ -64,6 +68,10 @@ int tr_check_that(tr_ctx *t, mx_array ok, const char *fmt, ...) __attribute__((f
 /* Records which path a node with a fast kernel took ("fused kernel", "composed"): shown in the
  * verbose summary. `path` must be a string literal. */
 void tr_note_path(tr_ctx *t, const char *path);
+/* Values a row's prepare hook computed once from constant inputs (NULL when none was kept). */
+mx_array tr_derived(const tr_ctx *t, int slot);
+/* In a prepare hook: evaluates `a` and keeps it in the plan under `slot`. */
+int tr_keep_derived(tr_ctx *t, int slot, mx_array a);
 /* A scalar of dtype (helper for constants such as 1 or 0.5 in compositions). */
 int tr_scalar(tr_ctx *t, mx_array *out, double v, mx_dtype dtype);
 
