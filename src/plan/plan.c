@@ -8,6 +8,7 @@
 
 #include "ir/partition.h"
 #include "plan/plan_internal.h"
+#include "plan/packed.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,15 +27,19 @@ static int load_constants(plan *p, mx_ctx *ctx, char *err, size_t len) {
   for (int v = 0; v < p->g->n_values; v++) {
     ir_value *val = &p->g->values[v];
     if (!val->is_constant) continue;
-    int dt = ir_to_mx_dtype(val->elem_type);
+    int dt = ir_value_mx_dtype(val->elem_type);
     int shape[MX_MAX_RANK];
     if (dt < 0 || plan_dims_to_int(val->dims, val->rank, shape) != MX_OK) {
       snprintf(err, len, "constant '%s' (%s) cannot become an MLX array", val->name,
                ir_elem_name(val->elem_type));
       return MX_ERR_ARG;
     }
-    if (mx_from_data(ctx, &p->const_values[v], val->const_data, shape, val->rank,
-                     (mx_dtype)dt) != MX_OK) {
+    int rc = ir_to_mx_dtype(val->elem_type) < 0 /* a raw type: unpacked into its carrier */
+                 ? packed_to_mx(ctx, &p->const_values[v], val->elem_type, val->const_data,
+                                val->const_bytes, shape, val->rank)
+                 : mx_from_data(ctx, &p->const_values[v], val->const_data, shape, val->rank,
+                                (mx_dtype)dt);
+    if (rc != MX_OK) {
       snprintf(err, len, "constant '%s': %s", val->name, ctx->error);
       return MX_ERR_MLX;
     }
@@ -124,12 +129,6 @@ static int fold_constants(plan *p, mx_ctx *ctx, char *err, size_t len) {
   return MX_OK;
 }
 
-static bool is_graph_input(const plan *p, int v) {
-  for (int k = 0; k < p->g->n_graph_inputs; k++)
-    if (p->g->graph_inputs[k] == v) return true;
-  return false;
-}
-
 /* Runs the rows' prepare hooks (work on constant inputs done once, such as weight layouts) in
  * the constants' arena; their results live as long as the plan. */
 static int prepare_nodes(plan *p, mx_ctx *ctx, char *err, size_t len) {
@@ -158,12 +157,8 @@ static void mark_shape_nodes(plan *p) {
     int i = p->order[k];
     const ir_node *n = &p->g->nodes[i];
     if (p->folded[i] || p->classes[i] == OP_EAGER) continue;
-    /* Shape/Size of a value known before the trace (a graph input, a constant, a derived
-     * value); the shape of an intermediate is only known once the graph is traced. */
-    bool from_shape = (strcmp(n->op_type, "Shape") == 0 || strcmp(n->op_type, "Size") == 0) &&
-                      n->n_inputs > 0 && n->inputs[0] != IR_NONE &&
-                      (is_graph_input(p, n->inputs[0]) || derived[n->inputs[0]] ||
-                       p->const_values[n->inputs[0]]);
+    /* Shape and Size read only shapes, which a keyed variant fixes, whatever their input. */
+    bool from_shape = strcmp(n->op_type, "Shape") == 0 || strcmp(n->op_type, "Size") == 0;
     bool all_known = n->n_inputs > 0, any_derived = false;
     for (int j = 0; j < n->n_inputs; j++) {
       int v = n->inputs[j];

@@ -8,6 +8,7 @@
  * on (counted as a fallback in the diagnostics).
  */
 #include "plan/plan_internal.h"
+#include "plan/packed.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +34,7 @@ const char *plan_path_name(plan_path path) {
 static int bind_input(plan *p, mx_ctx *ctx, int k, const plan_tensor *in, mx_array *slot,
                       char *err, size_t len) {
   const ir_value *v = &p->g->values[p->g->graph_inputs[k]];
-  int dt = ir_to_mx_dtype(in->elem_type);
+  int dt = ir_value_mx_dtype(in->elem_type);
   int shape[MX_MAX_RANK];
   if (dt < 0 || (v->elem_type != IR_UNDEFINED && in->elem_type != v->elem_type)) {
     snprintf(err, len, "input '%s' has element type %s, the plan expects %s", v->name,
@@ -46,7 +47,9 @@ static int bind_input(plan *p, mx_ctx *ctx, int k, const plan_tensor *in, mx_arr
   }
   static char empty[16];
   void *data = in->bytes ? in->data : empty;
-  int rc = p->wrap_inputs ? mx_wrap_data(ctx, slot, data, shape, in->rank, (mx_dtype)dt)
+  int rc = ir_to_mx_dtype(in->elem_type) < 0 /* a raw type: unpacked into its carrier */
+               ? packed_to_mx(ctx, slot, in->elem_type, data, in->bytes, shape, in->rank)
+           : p->wrap_inputs ? mx_wrap_data(ctx, slot, data, shape, in->rank, (mx_dtype)dt)
                           : mx_from_data(ctx, slot, data, shape, in->rank, (mx_dtype)dt);
   if (rc != MX_OK) snprintf(err, len, "input '%s': %s", v->name, ctx->error);
   atomic_fetch_add(&p->stats.bytes_in, in->bytes);
@@ -81,7 +84,7 @@ static int translate_all(const plan *p, mx_ctx *ctx, mx_array *values, const mx_
   for (int k = 0; k < p->g->n_graph_outputs; k++) {
     const ir_value *v = &p->g->values[p->g->graph_outputs[k]];
     outputs[k] = values[p->g->graph_outputs[k]];
-    int want = ir_to_mx_dtype(v->elem_type);
+    int want = ir_value_mx_dtype(v->elem_type); /* raw types: their carrier */
     if (want >= 0 && mx_dtype_of(outputs[k]) != (mx_dtype)want &&
         mx_astype(ctx, &outputs[k], outputs[k], (mx_dtype)want) != MX_OK) {
       snprintf(err, len, "output '%s': %s", v->name, ctx->error);
@@ -198,23 +201,27 @@ static int traced_graph(void *user, mx_ctx *ctx, const mx_array *inputs, size_t 
   return rc;
 }
 
-/* Evaluates a keyed variant's shape values from the concrete inputs, into its own arena. */
+/* Evaluates a keyed variant's shape values from the concrete inputs, into its own arena. The
+ * other nodes are translated too, lazily and into a scratch arena, so that Shape of an
+ * intermediate value sees its shape; only the shape values are evaluated and kept. */
 static int compute_shape_values(plan *p, mx_ctx *ctx, plan_cache_entry *e, const mx_array *bound) {
   if (!p->has_shape_nodes) return MX_OK;
   e->shape_values = calloc((size_t)p->g->n_values + 1, sizeof(mx_array));
   mx_array *values = values_with_inputs(p, bound);
-  int rc = e->shape_values && values ? MX_OK : MX_ERR_NOMEM;
+  mx_arena *scratch = mx_arena_new();
+  int rc = e->shape_values && values && scratch ? MX_OK : MX_ERR_NOMEM;
   mx_ctx sctx = {.arena = e->arena, .device = ctx->device};
   char err[MX_ERROR_LEN] = "";
   unsigned reads = 0;
   tr_checks checks = {0};
   for (int k = 0; rc == MX_OK && k < p->g->n_nodes; k++) {
     int i = p->order[k];
-    if (!p->shape_node[i]) continue;
+    if (p->folded[i]) continue;
+    sctx.arena = p->shape_node[i] ? e->arena : scratch;
     rc = plan_translate_node(p, &sctx, values, p->const_values, i, &checks, &reads, err,
                              sizeof err);
     const ir_node *n = &p->g->nodes[i];
-    for (int o = 0; rc == MX_OK && o < n->n_outputs; o++) {
+    for (int o = 0; rc == MX_OK && p->shape_node[i] && o < n->n_outputs; o++) {
       int v = n->outputs[o];
       if (v == IR_NONE) continue;
       rc = mx_eval(&sctx, &values[v], 1);
@@ -228,6 +235,7 @@ static int compute_shape_values(plan *p, mx_ctx *ctx, plan_cache_entry *e, const
   if (rc != MX_OK) mx_set_error(ctx, "%s", err[0] ? err : "computing shape values failed");
   free(checks.items);
   free(values);
+  mx_arena_free(scratch);
   return rc;
 }
 
