@@ -265,15 +265,52 @@ def is_raw(value) -> bool:
     return isinstance(value, np.ndarray) and value.dtype.type.__module__ == "ml_dtypes"
 
 
+def sub_byte_bits(elem: int) -> int:
+    return 2 if elem in (onnx.TensorProto.INT2, onnx.TensorProto.UINT2) else 4
+
+
 def raw_ortvalue(array: np.ndarray):
-    """An OrtValue over the array's own memory, typed by its ONNX element type. Sub-byte types
-    (ORT packs them, ml_dtypes does not) are refused: the EP declines them anyway."""
+    """An OrtValue typed by the array's ONNX element type: over the array's own memory, or for
+    sub-byte types (ORT packs them, lowest bits first; ml_dtypes holds one value a byte) a new
+    one holding the packed values (see unpack_ortvalue for reading one back)."""
+    import ctypes
     import onnxruntime as ort
     elem = onnx.helper.np_dtype_to_tensor_dtype(array.dtype)
     if elem in SUB_BYTE:
-        raise ValueError(f"the runner cannot feed or fetch {array.dtype} tensors")
+        value = ort.OrtValue.ortvalue_from_shape_and_type(list(array.shape), elem)
+        bits = sub_byte_bits(elem)
+        codes = np.ascontiguousarray(array).view(np.uint8).ravel() & ((1 << bits) - 1)
+        per = 8 // bits
+        codes = np.concatenate([codes, np.zeros((-codes.size) % per, np.uint8)]).reshape(-1, per)
+        packed = np.zeros(codes.shape[0], np.uint8)
+        for j in range(per):
+            packed |= (codes[:, j] << (j * bits)).astype(np.uint8)
+        if packed.size:
+            ctypes.memmove(value.data_ptr(), packed.ctypes.data, value.tensor_size_in_bytes())
+        return value
     bits = array.view(np.dtype(f"u{array.dtype.itemsize}"))
     return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(bits, elem)
+
+
+def unpack_ortvalue(value, like: np.ndarray) -> np.ndarray:
+    """A sub-byte OrtValue's values as an array of like's dtype and shape."""
+    import ctypes
+    elem = onnx.helper.np_dtype_to_tensor_dtype(like.dtype)
+    bits = sub_byte_bits(elem)
+    n = value.tensor_size_in_bytes()
+    packed = np.frombuffer(ctypes.string_at(value.data_ptr(), n), np.uint8) if n else \
+        np.zeros(0, np.uint8)
+    per = 8 // bits
+    codes = np.stack([(packed >> (j * bits)) & ((1 << bits) - 1) for j in range(per)], axis=1)
+    codes = codes.ravel()[:like.size].astype(np.uint8)
+    signed = elem in (onnx.TensorProto.INT4, onnx.TensorProto.INT2)
+    if signed:
+        codes = np.where(codes >= (1 << (bits - 1)), codes.astype(np.int16) - (1 << bits),
+                         codes).astype(np.int8)
+        return codes.astype(like.dtype).reshape(like.shape)
+    if elem == onnx.TensorProto.FLOAT4E2M1:
+        return codes.view(like.dtype).reshape(like.shape)
+    return codes.astype(like.dtype).reshape(like.shape)
 
 
 def run_session(sess, feeds: dict, expected: list) -> list:
@@ -287,16 +324,21 @@ def run_session(sess, feeds: dict, expected: list) -> list:
             binding.bind_ortvalue_input(name, raw_ortvalue(value))
         else:
             binding.bind_cpu_input(name, value)
-    raw_out = {}
+    raw_out, sub_out = {}, {}
     for i, out in enumerate(sess.get_outputs()):
         want = expected[i] if i < len(expected) else None
         if is_raw(want):
             raw_out[i] = np.empty(want.shape, want.dtype)
-            binding.bind_ortvalue_output(out.name, raw_ortvalue(raw_out[i]))
+            value = raw_ortvalue(raw_out[i])
+            if onnx.helper.np_dtype_to_tensor_dtype(want.dtype) in SUB_BYTE:
+                sub_out[i] = value
+            binding.bind_ortvalue_output(out.name, value)
         else:
             binding.bind_output(out.name)
     sess.run_with_iobinding(binding)
     values = binding.get_outputs()
+    for i, value in sub_out.items():
+        raw_out[i] = unpack_ortvalue(value, raw_out[i])
     return [raw_out[i] if i in raw_out else values[i].numpy() for i in range(len(values))]
 
 

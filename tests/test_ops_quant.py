@@ -471,11 +471,14 @@ def test_declines_blocked_scale_of_wrong_length(tmp_path):
     oc.check_declined(m, None, "n", "blocked scale dimension 1 is 3", tmp_path)
 
 
-def test_declines_float8_output(tmp_path):
-    """Float8 (and 4-bit) types are refused by the registry's boundary check."""
-    m = qdq_model("QuantizeLinear", 21, TP.FLOAT, (4,), TP.FLOAT, (), TP.FLOAT8E4M3FN,
-                  TP.FLOAT8E4M3FN)
-    oc.check_declined(m, None, "n", "MLX cannot hold", tmp_path)
+def test_declines_float8e8m0_scale(tmp_path):
+    """Float8/4-bit/2-bit values are carried (tests/test_ops_lowbit.py); a float8e8m0 scale is
+    not translated."""
+    m = qdq_model("DequantizeLinear", 25, TP.INT8, (4,), TP.FLOAT8E8M0, (), TP.INT8, TP.FLOAT,
+                  output_dtype=TP.FLOAT)
+    m.ir_version = 11
+    reasons = oc.declines_without_cpu_kernel(m, tmp_path, "Could not find an implementation")
+    assert "which MLX cannot hold" in reasons["n"]
 
 
 def test_declines_matmul_integer_matrix_zero_point(tmp_path):

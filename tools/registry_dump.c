@@ -14,9 +14,24 @@ static const int type_order[] = {IR_DOUBLE, IR_FLOAT, IR_FLOAT16, IR_BFLOAT16, I
                                  IR_INT32, IR_INT64,   IR_UINT8,    IR_UINT16, IR_UINT32,
                                  IR_UINT64, IR_BOOL};
 
+/* Raw types (OP_RAW) carried as uint8/int8 arrays, by name. */
+static const struct {
+  int type;
+  const char *name;
+} raw_names[] = {{IR_FLOAT8E4M3FN, "float8e4m3fn"}, {IR_FLOAT8E4M3FNUZ, "float8e4m3fnuz"},
+                 {IR_FLOAT8E5M2, "float8e5m2"},     {IR_FLOAT8E5M2FNUZ, "float8e5m2fnuz"},
+                 {IR_FLOAT8E8M0, "float8e8m0"},     {IR_FLOAT4E2M1, "float4e2m1"},
+                 {IR_INT4, "int4"}, {IR_UINT4, "uint4"}, {IR_INT2, "int2"}, {IR_UINT2, "uint2"}};
+
+static void print_raw(uint32_t mask) {
+  for (size_t i = 0; i < sizeof raw_names / sizeof *raw_names; i++)
+    if (mask & OP_T(raw_names[i].type)) printf(", %s", raw_names[i].name);
+}
+
 static void print_types(uint32_t mask) {
   if (!mask || (mask & OP_ALL) == OP_ALL) { /* every type MLX holds (float64 only when listed) */
     printf((mask & OP_F64) ? "any, float64" : "any");
+    print_raw(mask);
     return;
   }
   const char *sep = "";
@@ -25,6 +40,7 @@ static void print_types(uint32_t mask) {
       printf("%s%s", sep, ir_elem_name(type_order[i]));
       sep = ", ";
     }
+  print_raw(mask);
 }
 
 static const char *class_name(op_compile_class c) {
@@ -65,10 +81,12 @@ int main(void) {
   printf("Generated from the registry by `make operators` (tools/registry_dump.c); do not edit.\n");
   printf("%d registry rows covering %d operator types. A row is claimed when the node's opset\n"
          "version lies in its range, every input and output is a tensor of an element type MLX\n"
-         "holds (strings, float8/float4 and int4 never are; float64 only on the CPU device and\n"
-         "only for rows that list it, whose translation MLX computes exactly in float64), input 0\n"
-         "has one of the listed element types, and the row's own predicate agrees; otherwise the\n"
-         "node stays on ONNX Runtime's CPU provider and the partition report says why.\n\n",
+         "holds (strings never are; float64 only on the CPU device and only for rows that list\n"
+         "it, whose translation MLX computes exactly in float64; float8, float4, int4/uint4 and\n"
+         "int2/uint2 only for rows that list them, at any input or output, carried as uint8 codes\n"
+         "or unpacked int8/uint8 values), input 0 has one of the listed MLX element types, and\n"
+         "the row's own predicate agrees; otherwise the node stays on ONNX Runtime's CPU\n"
+         "provider and the partition report says why.\n\n",
          c.rows, c.ops);
   printf("| Operator | Domain | Opsets | Element types (input 0) | Compile | Notes |\n");
   printf("|---|---|---|---|---|---|\n");

@@ -7,6 +7,7 @@
  */
 #include "ep/ep_types.h"
 #include "plan/plan.h"
+#include "plan/packed.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -69,8 +70,15 @@ static OrtStatus *write_output(const OrtApi *ort, OrtKernelContext *kctx, size_t
   if (st) return st;
   void *data = NULL;
   if ((st = ort->GetTensorMutableData(out, &data))) return st;
+  int elem = p->g->values[p->g->graph_outputs[i]].elem_type;
   size_t bytes = mx_nbytes(a);
-  if (bytes && mx_copy_to_host(mx, a, data, bytes) != MX_OK)
+  if (ir_to_mx_dtype(elem) < 0 && ir_carrier_mx_dtype(elem) >= 0) {
+    /* a raw type: the carrier packs into ORT's layout (its size is the packed size) */
+    if ((st = ort->GetTensorSizeInBytes(out, &bytes))) return st;
+    if (packed_from_mx(mx, a, elem, data, bytes) != MX_OK)
+      return ep_status(ort, ORT_FAIL, "%s: group '%s': output %zu: %s", EP_NAME, p->name, i,
+                       mx->error);
+  } else if (bytes && mx_copy_to_host(mx, a, data, bytes) != MX_OK)
     return ep_status(ort, ORT_FAIL, "%s: group '%s': output %zu: %s", EP_NAME, p->name, i,
                      mx->error);
   atomic_fetch_add(&p->stats.bytes_out, bytes);

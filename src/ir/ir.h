@@ -20,7 +20,14 @@ typedef struct OrtNode OrtNode;
 enum {
   IR_UNDEFINED = 0, IR_FLOAT = 1, IR_UINT8 = 2, IR_INT8 = 3, IR_UINT16 = 4, IR_INT16 = 5,
   IR_INT32 = 6, IR_INT64 = 7, IR_STRING = 8, IR_BOOL = 9, IR_FLOAT16 = 10, IR_DOUBLE = 11,
-  IR_UINT32 = 12, IR_UINT64 = 13, IR_COMPLEX64 = 14, IR_COMPLEX128 = 15, IR_BFLOAT16 = 16
+  IR_UINT32 = 12, IR_UINT64 = 13, IR_COMPLEX64 = 14, IR_COMPLEX128 = 15, IR_BFLOAT16 = 16,
+  /* Types MLX has no dtype for (see OP_RAW). From here on a snapshot holds ORT's numbering
+   * (ONNXTensorElementDataType), which departs from TensorProto's after 23: ONNX numbers
+   * FLOAT8E8M0 24, UINT2 25 and INT2 26. Attributes that name a type ('to') use ONNX's: convert
+   * them with ir_elem_from_onnx. */
+  IR_FLOAT8E4M3FN = 17, IR_FLOAT8E4M3FNUZ = 18, IR_FLOAT8E5M2 = 19, IR_FLOAT8E5M2FNUZ = 20,
+  IR_UINT4 = 21, IR_INT4 = 22, IR_FLOAT4E2M1 = 23, IR_UINT2 = 24, IR_INT2 = 25,
+  IR_FLOAT8E8M0 = 26
 };
 
 enum { IR_NONE = -1, IR_DIM_UNKNOWN = -1 };
@@ -99,6 +106,8 @@ const ir_value *ir_output(const ir_graph *g, const ir_node *n, int i); /* NULL i
 bool ir_has_input(const ir_node *n, int i);
 size_t ir_elem_size(int elem_type); /* 0 for types without a fixed size */
 const char *ir_elem_name(int elem_type);
+/* The IR (ORT) element type of an ONNX TensorProto type code, as attributes spell them. */
+int ir_elem_from_onnx(int onnx_type);
 /* Reads an integer constant input (int32/int64) into a newly malloc'd int64 array. */
 bool ir_const_ints(const ir_value *v, int64_t **vals, size_t *count);
 int64_t ir_num_elements(const ir_value *v); /* -1 if unknown */

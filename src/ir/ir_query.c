@@ -70,11 +70,21 @@ const char *ir_elem_name(int t) {
     case IR_COMPLEX64: return "complex64";
     case IR_COMPLEX128: return "complex128";
     case IR_BFLOAT16: return "bfloat16";
-    case 17: case 18: case 19: case 20: case 24: return "float8";
-    case 23: return "float4";
-    case 21: case 22: return "int4/uint4";
-    case 25: case 26: return "int2/uint2";
+    case IR_FLOAT8E4M3FN: case IR_FLOAT8E4M3FNUZ: case IR_FLOAT8E5M2: case IR_FLOAT8E5M2FNUZ:
+    case IR_FLOAT8E8M0: return "float8";
+    case IR_FLOAT4E2M1: return "float4";
+    case IR_UINT4: case IR_INT4: return "int4/uint4";
+    case IR_UINT2: case IR_INT2: return "int2/uint2";
     default: return "unknown";
+  }
+}
+
+int ir_elem_from_onnx(int t) {
+  switch (t) {
+    case 24: return IR_FLOAT8E8M0;
+    case 25: return IR_UINT2;
+    case 26: return IR_INT2;
+    default: return t;
   }
 }
 

@@ -13,6 +13,7 @@
  * `broadcast` attribute we do not translate.
  */
 #include "ops/families.h"
+#include "ops/lowbit.h"
 #include "plan/translate.h"
 
 #include <string.h>
@@ -246,8 +247,14 @@ static int translate_bitshift(tr_ctx *t, const ir_node *n, const op_row *r) {
 
 /* CastLike: Cast to input 1's element type (the declared output type), as Cast converts. */
 static int translate_castlike(tr_ctx *t, const ir_node *n, const op_row *r) {
-  (void)n, (void)r;
+  (void)r;
   mx_array x = tr_in(t, 0), like = tr_in(t, 1), y;
+  int from = ir_input(t->g, n, 0)->elem_type, to = ir_input(t->g, n, 1)->elem_type;
+  if (ir_to_mx_dtype(from) < 0 || ir_to_mx_dtype(to) < 0) { /* raw types */
+    TR_TRY(lowbit_cast(t->mx, &y, x, from, to, ir_attr_int(n, "saturate", 1) != 0,
+                       ir_attr_string(n, "round_mode", "up")));
+    return tr_out(t, 0, y);
+  }
   if (mx_dtype_of(x) == mx_dtype_of(like)) return tr_out(t, 0, x);
   TR_TRY(mx_astype(t->mx, &y, x, mx_dtype_of(like)));
   return tr_out(t, 0, y);
@@ -357,9 +364,9 @@ const op_row ops_elementwise_rows[] = {
     UNARY("IsNaN", 9, 20, MX_ISNAN, OP_FLOATS | OP_F64),
     {"", "IsInf", 10, 20, NULL, translate_isinf, OP_SHAPELESS, OP_FLOATS | OP_F64, 0,
      "detect_positive / detect_negative"},
-    {"", "CastLike", 15, 25, NULL, translate_castlike, OP_SHAPELESS, 0, 0,
-     "converts as Cast does; float8/int4/string/float64 declined; saturate and round_mode "
-     "(float8 only) ignored"},
+    {"", "CastLike", 15, 25, NULL, translate_castlike, OP_SHAPELESS, OP_ALL | OP_RAW, 0,
+     "converts as Cast does (float8/float4/int4/uint4/int2/uint2 included); string/float64 "
+     "declined"},
     {"", "BitCast", 26, 26, claim_bitcast, translate_bitcast, OP_SHAPE_KEYED, 0, 0,
      "same-size types only; shape-keyed: MLX's view has no shapeless form"},
     OP_ROWS_END,

@@ -21,10 +21,21 @@
  */
 #include "ops/conv.h"
 #include "ops/families.h"
+#include "ops/lowbit.h"
 #include "ops/window.h"
 #include "plan/translate.h"
 
-enum { QUANT_EXACT = 1 << 24 }; /* float32 holds every integer up to 2^24 */
+enum { QUANT_EXACT = 1 << 24 };
+
+#define Q_TYPES (OP_FLOATS | OP_T(IR_INT32))
+/* Raw quantized types (see OP_RAW) by the opset that brought them: float8 (19; float8e8m0 is a
+ * scale type and not translated), int4/uint4 (21), float4e2m1 (23), int2/uint2 (25). */
+#define RAW19 (OP_T(IR_FLOAT8E4M3FN) | OP_T(IR_FLOAT8E4M3FNUZ) | OP_T(IR_FLOAT8E5M2) |          \
+               OP_T(IR_FLOAT8E5M2FNUZ))
+#define RAW21 (RAW19 | OP_T(IR_INT4) | OP_T(IR_UINT4))
+#define RAW23 (RAW21 | OP_T(IR_FLOAT4E2M1))
+#define RAW25 (RAW23 | OP_T(IR_INT2) | OP_T(IR_UINT2))
+#define Q_RAW RAW25 /* float32 holds every integer up to 2^24 */
 
 /* --- shared helpers ---------------------------------------------------------------------- */
 static bool is_int_type(int t) {
@@ -49,11 +60,24 @@ static int cast(tr_ctx *t, mx_array *a, mx_dtype d) {
   return MX_OK;
 }
 
+/* The saturation range of the packed integer types (carried as int8/uint8). */
+static bool raw_int_range(int elem, double *lo, double *hi) {
+  switch (elem) {
+    case IR_INT4: *lo = -8, *hi = 7; return true;
+    case IR_UINT4: *lo = 0, *hi = 15; return true;
+    case IR_INT2: *lo = -2, *hi = 1; return true;
+    case IR_UINT2: *lo = 0, *hi = 3; return true;
+    default: return false;
+  }
+}
+
 /* saturate(round(v) + zp) as dtype out: v is rounded half to even in its own type (exact), the
- * zero point added and the range applied in float32 (exact for every 16-bit integer). */
-static int round_saturate(tr_ctx *t, mx_array v, mx_array zp, mx_dtype out, mx_array *y) {
+ * zero point added and the range applied in float32 (exact for every 16-bit integer). A packed
+ * integer output type (elem, when raw) narrows the range to its own. */
+static int round_saturate(tr_ctx *t, mx_array v, mx_array zp, mx_dtype out, int elem,
+                          mx_array *y) {
   double lo, hi;
-  if (!int_range(out, &lo, &hi))
+  if (!raw_int_range(elem, &lo, &hi) && !int_range(out, &lo, &hi))
     return tr_fail(t, "quantized output type %s is not int8, uint8, int16 or uint16",
                    mx_dtype_name(out));
   mx_array vlo, vhi;
@@ -130,7 +154,11 @@ static bool claim_qdq_params(const ir_graph *g, const ir_node *n, op_why why) {
     bool same = z->rank == s->rank;
     for (int i = 0; same && i < s->rank; i++)
       same = z->dims[i] == s->dims[i] || z->dims[i] < 0 || s->dims[i] < 0;
-    if (!same) return op_decline(why, "the zero point's shape differs from the scale's");
+    int64_t zn = 1, sn = 1; /* one element each (a scalar scale, a [1] zero point) also fits */
+    for (int i = 0; i < z->rank; i++) zn = z->dims[i] < 0 || zn < 0 ? -1 : zn * z->dims[i];
+    for (int i = 0; i < s->rank; i++) sn = s->dims[i] < 0 || sn < 0 ? -1 : sn * s->dims[i];
+    if (!same && !(zn == 1 && sn == 1))
+      return op_decline(why, "the zero point's shape differs from the scale's");
   }
   if (!s || s->rank < 0) return true;
   if (block > 0) {
@@ -190,9 +218,16 @@ static bool claim_quantize(const ir_graph *g, const ir_node *n, const op_row *r,
     return op_decline(why, "QuantizeLinear of int32 x: dividing by a float scale in float32 "
                       "would round values beyond 2^24 (ONNX Runtime's CPU provider has no int32 "
                       "kernel either)");
-  if (y && !is_int_type(y->elem_type))
-    return op_decline(why, "QuantizeLinear to %s: only int8, uint8, int16 and uint16 outputs "
-                      "are translated", ir_elem_name(y->elem_type));
+  if (x && !(Q_TYPES & OP_T(x->elem_type)))
+    return op_decline(why, "QuantizeLinear of %s x: x must be float or int32",
+                      ir_elem_name(x->elem_type));
+  if (y && !is_int_type(y->elem_type) && !(Q_RAW & OP_T(y->elem_type)))
+    return op_decline(why, "QuantizeLinear to %s: only int8, uint8, int16, uint16, float8 "
+                      "(not e8m0), int4/uint4, float4 and int2/uint2 outputs are translated",
+                      ir_elem_name(y->elem_type));
+  const ir_value *sc = ir_input(g, n, 1);
+  if (sc && ir_to_mx_dtype(sc->elem_type) < 0)
+    return op_decline(why, "a %s scale is not translated", ir_elem_name(sc->elem_type));
   int64_t p = ir_attr_int(n, "precision", 0);
   if (p && p != IR_FLOAT && p != IR_FLOAT16 && p != IR_BFLOAT16)
     return op_decline(why, "precision %s is not float, float16 or bfloat16", ir_elem_name((int)p));
@@ -211,14 +246,31 @@ static int translate_quantize(tr_ctx *t, const ir_node *n, const op_row *r) {
   TR_TRY(cast(t, &x, prec));
   TR_TRY(cast(t, &s, prec));
   TR_TRY(mx_binary(t->mx, &q, MX_DIVIDE, x, s));
-  TR_TRY(round_saturate(t, q, z, tr_out_dtype(t, 0), &q));
+  int y_elem = ir_output(t->g, n, 0)->elem_type;
+  if (lowbit_is_float(y_elem)) { /* float8/float4: saturate(x / scale + zp), no integer rounding */
+    TR_TRY(cast(t, &q, MX_FLOAT32));
+    if (z) { /* a zero zero point is not added, so -0 stays -0 (as ONNX Runtime) */
+      mx_array sum, zero, nz;
+      TR_TRY(lowbit_decode(t->mx, &z, z, y_elem));
+      TR_TRY(mx_binary(t->mx, &sum, MX_ADD, q, z));
+      TR_TRY(tr_scalar(t, &zero, 0.0, MX_FLOAT32));
+      TR_TRY(mx_binary(t->mx, &nz, MX_NOT_EQUAL, z, zero));
+      TR_TRY(mx_where(t->mx, &q, nz, sum, q));
+    }
+    TR_TRY(cast(t, &q, MX_FLOAT32));
+    TR_TRY(lowbit_encode(t->mx, &q, q, y_elem, ir_attr_int(n, "saturate", 1) != 0, "nearest"));
+    return tr_out(t, 0, q);
+  }
+  TR_TRY(round_saturate(t, q, z, tr_out_dtype(t, 0), y_elem, &q));
   return tr_out(t, 0, q);
 }
 
 /* --- DequantizeLinear -------------------------------------------------------------------- */
 static bool claim_dequantize(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
   (void)r;
-  const ir_value *y = ir_output(g, n, 0);
+  const ir_value *y = ir_output(g, n, 0), *sc = ir_input(g, n, 1);
+  if (sc && ir_to_mx_dtype(sc->elem_type) < 0)
+    return op_decline(why, "a %s scale is not translated", ir_elem_name(sc->elem_type));
   if (y && !(OP_FLOATS & OP_T(y->elem_type)))
     return op_decline(why, "DequantizeLinear to %s: the output must be a float type",
                       ir_elem_name(y->elem_type));
@@ -231,7 +283,16 @@ static int translate_dequantize(tr_ctx *t, const ir_node *n, const op_row *r) {
   int64_t axis = ir_attr_int(n, "axis", 1), block = ir_attr_int(n, "block_size", 0);
   TR_TRY(align_param(t, s, x, axis, block, "x_scale", &s));
   TR_TRY(align_param(t, z, x, axis, block, "x_zero_point", &z));
-  TR_TRY(cast(t, &x, MX_INT32));
+  int x_elem = ir_input(t->g, n, 0)->elem_type;
+  if (lowbit_is_float(x_elem)) { /* float8/float4 codes: (decode(x) - decode(zp)) * scale */
+    TR_TRY(lowbit_decode(t->mx, &x, x, x_elem));
+    if (z) {
+      TR_TRY(lowbit_decode(t->mx, &z, z, x_elem));
+      TR_TRY(mx_binary(t->mx, &x, MX_SUBTRACT, x, z));
+    }
+    z = NULL;
+  }
+  if (!lowbit_is_float(x_elem)) TR_TRY(cast(t, &x, MX_INT32));
   if (z) {
     TR_TRY(cast(t, &z, MX_INT32));
     TR_TRY(mx_binary(t->mx, &x, MX_SUBTRACT, x, z));
@@ -269,7 +330,7 @@ static int translate_dynamic_quantize(tr_ctx *t, const ir_node *n, const op_row 
   TR_TRY(mx_clip(t->mx, &zp, zp, zlo, zhi));
   TR_TRY(mx_unary(t->mx, &zp, MX_ROUND, zp));
   TR_TRY(mx_binary(t->mx, &y, MX_DIVIDE, x, scale));
-  TR_TRY(round_saturate(t, y, zp, MX_UINT8, &y));
+  TR_TRY(round_saturate(t, y, zp, MX_UINT8, IR_UNDEFINED, &y));
   TR_TRY(mx_astype(t->mx, &zp, zp, MX_UINT8));
   TR_TRY(tr_out(t, 0, y));
   TR_TRY(tr_out(t, 1, scale));
@@ -435,7 +496,7 @@ static int requantize(tr_ctx *t, mx_array acc, mx_array sa, mx_array sb, mx_arra
   TR_TRY(mx_binary(t->mx, &m, MX_DIVIDE, m, sy));
   TR_TRY(mx_astype(t->mx, &acc, acc, MX_FLOAT32));
   TR_TRY(mx_binary(t->mx, &acc, MX_MULTIPLY, acc, m));
-  return round_saturate(t, acc, zy, tr_out_dtype(t, 0), y);
+  return round_saturate(t, acc, zy, tr_out_dtype(t, 0), IR_UNDEFINED, y);
 }
 
 static bool claim_qlinear_matmul(const ir_graph *g, const ir_node *n, const op_row *r,
@@ -596,7 +657,6 @@ static int translate_qlinear_conv(tr_ctx *t, const ir_node *n, const op_row *r) 
 
 #define Q_NOTE "round half to even, saturating; per-tensor, per-axis"
 #define QB_NOTE Q_NOTE ", blocked (shape-keyed)"
-#define Q_TYPES (OP_FLOATS | OP_T(IR_INT32))
 #define DQ_TYPES8 (OP_T(IR_INT8) | OP_T(IR_UINT8) | OP_T(IR_INT32))
 #define DQ_TYPES16 (DQ_TYPES8 | OP_T(IR_INT16) | OP_T(IR_UINT16))
 #define I8 (OP_T(IR_INT8) | OP_T(IR_UINT8))
@@ -612,32 +672,41 @@ const op_row ops_quant_rows[] = {
          "per-tensor scale; " Q_NOTE "; int32 x declined"),
     QROW("QuantizeLinear", 13, 18, claim_quantize, translate_quantize, Q_TYPES,
          Q_NOTE " (axis); int32 x declined"),
-    QROW("QuantizeLinear", 19, 20, claim_quantize, translate_quantize, Q_TYPES,
+    QROW("QuantizeLinear", 19, 20, claim_quantize, translate_quantize, Q_TYPES | RAW19,
          Q_NOTE "; float16/bfloat16 x divided in float32 as ONNX Runtime does; float8 outputs "
-         "refused (MLX has no float8), so saturate is moot"),
-    QROWB("QuantizeLinear", 21, 22, claim_quantize, translate_quantize, Q_TYPES,
-         QB_NOTE "; output_dtype; int16/uint16; int4/uint4/float8 refused (no MLX type)"),
-    QROWB("QuantizeLinear", 23, 23, claim_quantize, translate_quantize, Q_TYPES,
+         "as Cast's codes of x / scale + zero point (saturate honoured)"),
+    QROWB("QuantizeLinear", 21, 22, claim_quantize, translate_quantize, Q_TYPES | RAW21,
+         QB_NOTE "; output_dtype; int16/uint16, int4/uint4, float8"),
+    QROWB("QuantizeLinear", 23, 23, claim_quantize, translate_quantize, Q_TYPES | RAW23,
          QB_NOTE "; precision attribute (else float32 for a scale of x's type, the scale's type "
-         "otherwise); float4e2m1/int4/float8 refused (no MLX type)"),
-    QROWB("QuantizeLinear", 24, 24, claim_quantize, translate_quantize, Q_TYPES,
-         QB_NOTE "; precision; float8e8m0 scales and 4-bit/float8 outputs refused (no MLX type)"),
-    QROWB("QuantizeLinear", 25, 25, claim_quantize, translate_quantize, Q_TYPES,
-         QB_NOTE "; precision; int2/uint2/int4/float8 outputs refused (no MLX type)"),
+         "otherwise); float4e2m1/int4/float8 outputs"),
+    QROWB("QuantizeLinear", 24, 24, claim_quantize, translate_quantize, Q_TYPES | RAW23,
+         QB_NOTE "; precision; 4-bit/float8 outputs; float8e8m0 scales declined"),
+    QROWB("QuantizeLinear", 25, 25, claim_quantize, translate_quantize, Q_TYPES | RAW25,
+         QB_NOTE "; precision; int2/uint2/int4/float4/float8 outputs; float8e8m0 scales "
+         "declined"),
     QROW("DequantizeLinear", 10, 12, claim_dequantize, translate_dequantize, DQ_TYPES8,
          "per-tensor scale; (x - zero point) in int32, times scale in float32"),
     QROW("DequantizeLinear", 13, 18, claim_dequantize, translate_dequantize, DQ_TYPES8,
          "per-tensor, per-axis; (x - zero point) in int32, times scale in float32"),
-    QROW("DequantizeLinear", 19, 20, claim_dequantize, translate_dequantize, DQ_TYPES8,
-         "per-tensor, per-axis; float16/bfloat16 scales; float8 x refused (no MLX type)"),
-    QROWB("DequantizeLinear", 21, 22, claim_dequantize, translate_dequantize, DQ_TYPES16,
-         "per-tensor, per-axis, blocked (shape-keyed); int16/uint16; int4/float8 refused"),
-    QROWB("DequantizeLinear", 23, 23, claim_dequantize, translate_dequantize, DQ_TYPES16,
-         "per-tensor, per-axis, blocked (shape-keyed); output_dtype; 4-bit/float8 refused"),
-    QROWB("DequantizeLinear", 24, 24, claim_dequantize, translate_dequantize, DQ_TYPES16,
-         "per-tensor, per-axis, blocked (shape-keyed); output_dtype; float8e8m0 scales refused"),
-    QROWB("DequantizeLinear", 25, 25, claim_dequantize, translate_dequantize, DQ_TYPES16,
-         "per-tensor, per-axis, blocked (shape-keyed); output_dtype; int2/uint2 refused"),
+    QROW("DequantizeLinear", 19, 20, claim_dequantize, translate_dequantize,
+         DQ_TYPES8 | RAW19,
+         "per-tensor, per-axis; float16/bfloat16 scales; float8 x as (x - zero point) in "
+         "float32"),
+    QROWB("DequantizeLinear", 21, 22, claim_dequantize, translate_dequantize,
+          DQ_TYPES16 | RAW21,
+         "per-tensor, per-axis, blocked (shape-keyed); int16/uint16, int4/uint4, float8"),
+    QROWB("DequantizeLinear", 23, 23, claim_dequantize, translate_dequantize,
+          DQ_TYPES16 | RAW23,
+         "per-tensor, per-axis, blocked (shape-keyed); output_dtype; 4-bit/float8 x"),
+    QROWB("DequantizeLinear", 24, 24, claim_dequantize, translate_dequantize,
+          DQ_TYPES16 | RAW23,
+         "per-tensor, per-axis, blocked (shape-keyed); output_dtype; 4-bit/float8 x; float8e8m0 "
+         "scales declined"),
+    QROWB("DequantizeLinear", 25, 25, claim_dequantize, translate_dequantize,
+          DQ_TYPES16 | RAW25,
+         "per-tensor, per-axis, blocked (shape-keyed); output_dtype; 2-bit/4-bit/float8 x; "
+         "float8e8m0 scales declined"),
     {"", "DynamicQuantizeLinear", 11, 11, NULL, translate_dynamic_quantize, OP_SHAPELESS,
      OP_T(IR_FLOAT), 0, "uint8 over [min(x, 0), max(x, 0)]; scale 1 for an all-zero x"},
     {"", "MatMulInteger", 10, 10, claim_matmul_integer, translate_matmul_integer, OP_SHAPE_KEYED,

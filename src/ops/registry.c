@@ -42,6 +42,21 @@ int ir_to_mx_dtype(int t) {
   }
 }
 
+int ir_carrier_mx_dtype(int t) {
+  switch (t) {
+    case IR_FLOAT8E4M3FN: case IR_FLOAT8E4M3FNUZ: case IR_FLOAT8E5M2: case IR_FLOAT8E5M2FNUZ:
+    case IR_FLOAT8E8M0: case IR_FLOAT4E2M1: /* codes */
+    case IR_UINT4: case IR_UINT2: return MX_UINT8; /* values */
+    case IR_INT4: case IR_INT2: return MX_INT8;    /* values */
+    default: return -1;
+  }
+}
+
+int ir_value_mx_dtype(int t) {
+  int d = ir_to_mx_dtype(t);
+  return d >= 0 ? d : ir_carrier_mx_dtype(t);
+}
+
 bool op_decline(op_why why, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -94,7 +109,9 @@ static bool boundary_ok(const ir_graph *g, const ir_node *n, const op_row *r,
       if (!v->is_tensor)
         return op_decline(why, "%s %d ('%s') is not a tensor (sequence/map/optional)",
                           pass ? "output" : "input", i, v->name);
-      if (ir_to_mx_dtype(v->elem_type) < 0)
+      bool raw = ir_carrier_mx_dtype(v->elem_type) >= 0 &&
+                 (r->dtypes & OP_RAW & OP_T(v->elem_type));
+      if (ir_to_mx_dtype(v->elem_type) < 0 && !raw)
         return op_decline(why, "%s %d ('%s') has element type %s, which MLX cannot hold",
                           pass ? "output" : "input", i, v->name, ir_elem_name(v->elem_type));
       if (v->elem_type == IR_DOUBLE && !env->float64)

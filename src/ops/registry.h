@@ -56,6 +56,17 @@ typedef int (*op_prepare_fn)(struct tr_ctx *t, const ir_node *n, const struct op
  * since MLX's GPU backends have no float64. exp, sigmoid, erf and trigonometry are computed in
  * float32 precision by MLX even for float64, so their rows never carry it. */
 #define OP_F64 OP_T(IR_DOUBLE)
+/* Raw types: ONNX element types MLX has no dtype for (float8, uint4, int4, float4, uint2, int2:
+ * IR_FLOAT8E4M3FN .. IR_FLOAT8E8M0, 17..26 in ORT's numbering). They cross the EP boundary as
+ * a carrier array of the logical shape (see ir_carrier_mx_dtype and plan/packed.h): float8 and
+ * float4 as their uint8 codes, packed integers unpacked one value per element (int4/int2 as
+ * sign-extended int8, uint4/uint2 as uint8). Only rows whose translator understands carriers
+ * add these bits (Cast, CastLike, QuantizeLinear, DequantizeLinear); for every other row such
+ * a value is declined. */
+#define OP_RAW                                                                                   \
+  (OP_T(IR_FLOAT8E4M3FN) | OP_T(IR_FLOAT8E4M3FNUZ) | OP_T(IR_FLOAT8E5M2) |                    \
+   OP_T(IR_FLOAT8E5M2FNUZ) | OP_T(IR_FLOAT8E8M0) | OP_T(IR_UINT4) | OP_T(IR_INT4) |            \
+   OP_T(IR_FLOAT4E2M1) | OP_T(IR_UINT2) | OP_T(IR_INT2))
 
 typedef struct op_row {
   const char *domain; /* "" for ai.onnx */
@@ -98,5 +109,9 @@ bool op_decline(op_why why, const char *fmt, ...) __attribute__((format(printf, 
 bool op_all_same_type(const ir_graph *g, const ir_node *n, op_why why); /* inputs share a dtype */
 bool op_input_is_const(const ir_graph *g, const ir_node *n, int i);
 int ir_to_mx_dtype(int elem_type); /* -1 when MLX has no such dtype (float64 maps: see OP_F64) */
+/* The MLX dtype carrying a raw type (see OP_RAW): MX_UINT8 or MX_INT8; -1 for any other type. */
+int ir_carrier_mx_dtype(int elem_type);
+/* ir_to_mx_dtype, else the carrier dtype of a raw type, else -1. */
+int ir_value_mx_dtype(int elem_type);
 
 #endif

@@ -21,6 +21,7 @@
  * moves or selects data, so each also takes float64 on the CPU device (OP_F64), bit-exact.
  */
 #include "ops/families.h"
+#include "ops/lowbit.h"
 #include "plan/translate.h"
 
 #include <stdlib.h>
@@ -346,8 +347,9 @@ static bool claim_cast(const ir_graph *g, const ir_node *n, const op_row *r, op_
   (void)g, (void)r;
   const ir_attr *to = ir_find_attr(n, "to");
   if (!to || to->type != IR_ATTR_INT) return op_decline(why, "the 'to' attribute is required");
-  if (ir_to_mx_dtype((int)to->i) < 0)
-    return op_decline(why, "Cast to %s: MLX has no such dtype", ir_elem_name((int)to->i));
+  if (ir_value_mx_dtype(ir_elem_from_onnx((int)to->i)) < 0)
+    return op_decline(why, "Cast to %s: MLX has no such dtype",
+                      ir_elem_name(ir_elem_from_onnx((int)to->i)));
   return true;
 }
 
@@ -356,7 +358,14 @@ static bool claim_cast(const ir_graph *g, const ir_node *n, const op_row *r, op_
 static int translate_cast(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)r;
   mx_array x = tr_in(t, 0), y;
-  int to = ir_to_mx_dtype((int)ir_attr_int(n, "to", 0));
+  int to_elem = ir_elem_from_onnx((int)ir_attr_int(n, "to", 0));
+  int from_elem = ir_input(t->g, n, 0)->elem_type;
+  if (ir_to_mx_dtype(to_elem) < 0 || ir_to_mx_dtype(from_elem) < 0) { /* raw types */
+    TR_TRY(lowbit_cast(t->mx, &y, x, from_elem, to_elem, ir_attr_int(n, "saturate", 1) != 0,
+                       ir_attr_string(n, "round_mode", "up")));
+    return tr_out(t, 0, y);
+  }
+  int to = ir_to_mx_dtype(to_elem);
   if (to < 0) return tr_fail(t, "Cast to an element type MLX cannot hold");
   if (mx_dtype_of(x) == (mx_dtype)to) return tr_out(t, 0, x);
   TR_TRY(mx_astype(t->mx, &y, x, (mx_dtype)to));
@@ -932,10 +941,12 @@ const op_row ops_shape_rows[] = {
      "start/end clamped to [0, rank]; int64 dims of the concrete input shape"},
     {"", "Identity", 1, 25, NULL, translate_identity, OP_SHAPELESS, ANY_F64, 0,
      "tensors only (sequences and optionals are declined)"},
-    {"", "Cast", 6, 25, claim_cast, translate_cast, OP_SHAPELESS, ANY_F64, 0,
+    {"", "Cast", 6, 25, claim_cast, translate_cast, OP_SHAPELESS, ANY_F64 | OP_RAW, 0,
      "float->int truncates toward zero, float->bool is nonzero; float64 from or to any MLX type "
      "on the CPU device (to float16/bfloat16 rounds through float32, as ONNX Runtime does); "
-     "float8/int4/string declined; saturate and round_mode (float8 only) ignored"},
+     "float8/float4 as codes (to them: nearest, ties to even, saturate honoured; float8e8m0 by "
+     "round_mode), int4/uint4/int2/uint2 unpacked (from floats: half away from zero, then wrap); "
+     "string declined"},
     {"", "Split", 2, 12, claim_split, translate_split, OP_SHAPE_KEYED, ANY_F64, SPLIT_ATTR,
      "split attribute or equal parts that must divide the axis; a negative axis counts from the "
      "back (before opset 11 too, as in ONNX Runtime)"},

@@ -86,7 +86,7 @@ int tr_host_scalar(tr_ctx *t, int i, double *value) {
 
 mx_dtype tr_out_dtype(tr_ctx *t, int i) {
   const ir_value *v = ir_output(t->g, t->node, i);
-  int d = v ? ir_to_mx_dtype(v->elem_type) : -1;
+  int d = v ? ir_value_mx_dtype(v->elem_type) : -1; /* raw types: their carrier */
   if (d >= 0) return (mx_dtype)d;
   mx_array x = tr_in(t, 0);
   return x ? mx_dtype_of(x) : MX_FLOAT32;
