@@ -46,7 +46,8 @@ $(STAMP): deps/pins.env scripts/setup.sh
 build: $(STAMP)
 	@$(MAKE) --no-print-directory $(LIB)
 	@$(MAKE) --no-print-directory $(DUMP) $(FLOOR)
-	@echo "$(abspath python)" > $(SITE)/onnxruntime_ep_mlx.pth
+	@# development install: the venv finds python/ (its site-packages is read now, after set-up)
+	@$(PY) -c 'import sys, sysconfig; open(sysconfig.get_paths()["purelib"] + "/onnxruntime_ep_mlx.pth", "w").write(sys.argv[1] + "\n")' "$(abspath python)"
 
 $(LIB): $(OBJS) src/ep/exports.map
 	$(CXX) -o $@ $(OBJS) $(LDFLAGS_LIB)

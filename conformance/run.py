@@ -557,6 +557,12 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
+# onnx 1.22 ships cases stamped with opset 27, one past the newest opset ONNX Runtime 1.31 calls
+# released; ORT loads them only with this switch (it refuses them otherwise, before any EP is
+# asked). Set before any worker starts so every session sees it.
+os.environ.setdefault("ALLOW_RELEASED_ONNX_OPSET_ONLY", "0")
+
+
 def check_library() -> str | None:
     """Why the EP cannot be loaded (every case would fail the same way), or None. A relative
     $ONNXRUNTIME_EP_MLX_LIBRARY is made absolute first: ORT would resolve it against its own
