@@ -22,12 +22,6 @@
 enum { CONV_MAX_ND = 3 }; /* MLX convolves 1 to 3 spatial dimensions */
 
 /* --- shared helpers ---------------------------------------------------------------------- */
-static int cast_to_output(tr_ctx *t, mx_array y) {
-  mx_dtype want = tr_out_dtype(t, 0);
-  if (mx_dtype_of(y) != want) TR_TRY(mx_astype(t->mx, &y, y, want));
-  return tr_out(t, 0, y);
-}
-
 /* perm moving axis 1 (channels) last: [0, 2, ..., rank-1, 1]; or back: [0, rank-1, 1, ...]. */
 static void channels_perm(int rank, bool to_last, int *perm) {
   perm[0] = 0;
@@ -84,7 +78,7 @@ static int finish(tr_ctx *t, mx_array y) {
   mx_array b = tr_in(t, 2);
   if (b) TR_TRY(mx_binary(t->mx, &y, MX_ADD, y, b));
   TR_TRY(to_channels_first(t, y, &y));
-  return cast_to_output(t, y);
+  return tr_out_cast(t, 0, y);
 }
 
 /* Reads the window attributes at run time against the live shapes: nd from X, the kernel from W

@@ -14,12 +14,6 @@
 #include "ops/families.h"
 #include "plan/translate.h"
 
-static int cast_to_output(tr_ctx *t, mx_array y) {
-  mx_dtype want = tr_out_dtype(t, 0);
-  if (mx_dtype_of(y) != want) TR_TRY(mx_astype(t->mx, &y, y, want));
-  return tr_out(t, 0, y);
-}
-
 static int to_f32(tr_ctx *t, mx_array *a) {
   if (mx_dtype_of(*a) != MX_FLOAT32) TR_TRY(mx_astype(t->mx, a, *a, MX_FLOAT32));
   return MX_OK;
@@ -103,7 +97,7 @@ static int translate_batch_norm(tr_ctx *t, const ir_node *n, const op_row *r) {
   TR_TRY(to_f32(t, &x));
   TR_TRY(mx_binary(t->mx, &y, MX_MULTIPLY, x, s));
   TR_TRY(mx_binary(t->mx, &y, MX_ADD, y, b));
-  return cast_to_output(t, y);
+  return tr_out_cast(t, 0, y);
 }
 
 /* --- LRN --------------------------------------------------------------------------------- */
@@ -148,7 +142,7 @@ static int translate_lrn(tr_ctx *t, const ir_node *n, const op_row *r) {
   TR_TRY(tr_scalar(t, &k, -beta, MX_FLOAT32));
   TR_TRY(mx_binary(t->mx, &sum, MX_POWER, sum, k));
   TR_TRY(mx_binary(t->mx, &y, MX_MULTIPLY, x, sum));
-  return cast_to_output(t, y);
+  return tr_out_cast(t, 0, y);
 }
 
 #define BN(lo, hi, types, note) \

@@ -234,12 +234,6 @@ static int read_roi(tr_ctx *t, const rs_attrs *a, int rank, float *lo, float *hi
 }
 
 /* --- translation ------------------------------------------------------------------------- */
-static int cast_to_output(tr_ctx *t, mx_array y) {
-  mx_dtype want = tr_out_dtype(t, 0);
-  if (mx_dtype_of(y) != want) TR_TRY(mx_astype(t->mx, &y, y, want));
-  return tr_out(t, 0, y);
-}
-
 /* ANDs the per-axis inside masks into y: outside positions take extrapolation_value. */
 static int extrapolate(tr_ctx *t, const rs_attrs *a, const rs_plan *plans, int rank,
                        mx_array y, mx_array *out) {
@@ -262,7 +256,7 @@ static int resize_planned(tr_ctx *t, const rs_attrs *a, rs_plan *plans, int rank
   for (int i = rank - 1; i >= 0; i--)
     if (!plans[i].identity) TR_TRY(apply_axis(t, y, i, &plans[i], &y));
   TR_TRY(extrapolate(t, a, plans, rank, y, &y));
-  return cast_to_output(t, y);
+  return tr_out_cast(t, 0, y);
 }
 
 static int translate_resize(tr_ctx *t, const ir_node *n, const op_row *r) {

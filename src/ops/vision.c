@@ -104,12 +104,6 @@ static int host_int_array(tr_ctx *t, int i, int64_t **vals, size_t *count) {
   return rc;
 }
 
-static int cast_out(tr_ctx *t, mx_array y) {
-  mx_dtype want = tr_out_dtype(t, 0);
-  if (mx_dtype_of(y) != want) TR_TRY(mx_astype(t->mx, &y, y, want));
-  return tr_out(t, 0, y);
-}
-
 /* --- GridSample -------------------------------------------------------------------------- */
 static int gs_mode(const ir_node *n, int opset) {
   const char *m = ir_attr_string(n, "mode", opset == GS_OPSET16 ? "bilinear" : "linear");
@@ -321,7 +315,7 @@ static int translate_grid_sample(tr_ctx *t, const ir_node *n, const op_row *r) {
   oshape[0] = batch, oshape[1] = channels;
   for (int d = 0; d < nd; d++) oshape[2 + d] = mx_dim(grid, 1 + d);
   TR_TRY(mx_reshape(t->mx, &y, y, oshape, rank));
-  return cast_out(t, y);
+  return tr_out_cast(t, 0, y);
 }
 
 /* --- AffineGrid -------------------------------------------------------------------------- */
@@ -390,7 +384,7 @@ static int translate_affine_grid(tr_ctx *t, const ir_node *n, const op_row *r) {
   for (int d = 0; d < nd; d++) oshape[1 + d] = (int)size[2 + d];
   oshape[1 + nd] = nd;
   TR_TRY(mx_reshape(t->mx, &y, y, oshape, nd + 2));
-  return cast_out(t, y);
+  return tr_out_cast(t, 0, y);
 }
 
 static op_compile_class affine_node_class(const ir_graph *g, const ir_node *n) {
@@ -563,7 +557,7 @@ static int translate_roi_align(tr_ctx *t, const ir_node *n, const op_row *r) {
   TR_TRY(mx_transpose(t->mx, &y, y, perm_out, 3));
   int final_shape[4] = {(int)n_rois, channels, (int)oh, (int)ow};
   TR_TRY(mx_reshape(t->mx, &y, y, final_shape, 4));
-  return cast_out(t, y);
+  return tr_out_cast(t, 0, y);
 }
 
 static op_compile_class roi_node_class(const ir_graph *g, const ir_node *n) {
