@@ -41,15 +41,6 @@ static int to_channels_first(tr_ctx *t, mx_array a, mx_array *out) {
   return mx_transpose(t->mx, out, a, perm, mx_ndim(a));
 }
 
-/* a[start:stop] along one axis. */
-static int slice_axis(tr_ctx *t, mx_array a, int axis, int start, int stop, mx_array *out) {
-  int nd = mx_ndim(a), lo[MX_MAX_RANK], hi[MX_MAX_RANK], step[MX_MAX_RANK];
-  for (int i = 0; i < nd; i++) lo[i] = 0, hi[i] = mx_dim(a, i), step[i] = 1;
-  lo[axis] = start;
-  hi[axis] = stop;
-  return mx_slice(t->mx, out, a, lo, hi, step, nd);
-}
-
 /* mx_conv of channels-last x with w [O, k..., I/groups]. MLX has no grouped 3-D convolution, so
  * there each group is convolved alone and the results are concatenated along channels. */
 static int conv_channels_last(tr_ctx *t, mx_array x, mx_array w, int nd, const int *stride,
@@ -63,8 +54,8 @@ static int conv_channels_last(tr_ctx *t, mx_array x, mx_array w, int nd, const i
   int rc = MX_OK;
   for (int g = 0; g < groups && rc == MX_OK; g++) {
     mx_array xg, wg;
-    rc = slice_axis(t, x, nd + 1, g * cin, (g + 1) * cin, &xg);
-    if (rc == MX_OK) rc = slice_axis(t, w, 0, g * cout, (g + 1) * cout, &wg);
+    rc = tr_slice_axis(t, x, nd + 1, g * cin, (g + 1) * cin, &xg);
+    if (rc == MX_OK) rc = tr_slice_axis(t, w, 0, g * cout, (g + 1) * cout, &wg);
     if (rc == MX_OK)
       rc = mx_conv(t->mx, &parts[g], xg, wg, stride, lo, hi, kdil, idil, nd, 1, flip);
   }
@@ -333,7 +324,7 @@ static int translate_conv_transpose(tr_ctx *t, const ir_node *n, const op_row *r
   TR_TRY(conv_channels_last(t, x, w, nd, ones, lo, hi, kdil, idil, groups, true, &y));
   for (int i = 0; i < nd; i++)
     if (crop[i] || mx_dim(y, i + 1) != out[i])
-      TR_TRY(slice_axis(t, y, i + 1, crop[i], crop[i] + out[i], &y));
+      TR_TRY(tr_slice_axis(t, y, i + 1, crop[i], crop[i] + out[i], &y));
   return finish(t, y);
 }
 

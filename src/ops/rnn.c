@@ -126,24 +126,15 @@ static int rnn_f32(tr_ctx *t, mx_array *a) {
   return MX_OK;
 }
 
-/* a[..., lo:hi] along `axis`, keeping the rank. */
-static int rnn_range(tr_ctx *t, mx_array a, int axis, int lo, int hi, mx_array *out) {
-  int n = mx_ndim(a), start[MX_MAX_RANK], stop[MX_MAX_RANK], strides[MX_MAX_RANK];
-  for (int i = 0; i < n; i++) start[i] = 0, stop[i] = mx_dim(a, i), strides[i] = 1;
-  start[axis] = lo;
-  stop[axis] = hi;
-  return mx_slice(t->mx, out, a, start, stop, strides, n);
-}
-
 /* Entry i of axis 0, without that axis. */
 static int rnn_row(tr_ctx *t, mx_array a, int i, mx_array *out) {
-  TR_TRY(rnn_range(t, a, 0, i, i + 1, out));
+  TR_TRY(tr_slice_axis(t, a, 0, i, i + 1, out));
   return mx_reshape(t->mx, out, *out, mx_shape(a) + 1, mx_ndim(a) - 1);
 }
 
 /* Columns [k*h, (k+1)*h) of a [B, G*h] (or [G*h]) array: gate k. */
 static int rnn_gate(tr_ctx *t, mx_array a, int k, int h, mx_array *out) {
-  return rnn_range(t, a, mx_ndim(a) - 1, k * h, (k + 1) * h, out);
+  return tr_slice_axis(t, a, mx_ndim(a) - 1, k * h, (k + 1) * h, out);
 }
 
 static int rnn_zeros(tr_ctx *t, mx_array *out, const int *shape, int n) {
@@ -222,8 +213,8 @@ static int rnn_dir_prepare(tr_ctx *t, const rnn_geom *g, mx_array x, int d, rnn_
     mx_array bd, wb;
     TR_TRY(rnn_row(t, b, d, &bd));
     TR_TRY(rnn_f32(t, &bd));
-    TR_TRY(rnn_range(t, bd, 0, 0, g->gh, &wb));
-    TR_TRY(rnn_range(t, bd, 0, g->gh, 2 * g->gh, &o->rb));
+    TR_TRY(tr_slice_axis(t, bd, 0, 0, g->gh, &wb));
+    TR_TRY(tr_slice_axis(t, bd, 0, g->gh, 2 * g->gh, &o->rb));
     TR_TRY(mx_binary(t->mx, &o->xw, MX_ADD, o->xw, wb));
   }
   if (p) {
@@ -257,13 +248,13 @@ static int rnn_cell_step(tr_ctx *t, const rnn_geom *g, const rnn_dir *dw, mx_arr
   }
   if (g->cell == CELL_GRU) {
     mx_array rt_zr, rt_h, rb_zr = NULL, rb_h = NULL, x_zr, x_h, zr, z, r, hh;
-    TR_TRY(rnn_range(t, dw->rt, 1, 0, 2 * H, &rt_zr));
+    TR_TRY(tr_slice_axis(t, dw->rt, 1, 0, 2 * H, &rt_zr));
     TR_TRY(rnn_gate(t, dw->rt, 2, H, &rt_h));
     if (dw->rb) {
-      TR_TRY(rnn_range(t, dw->rb, 0, 0, 2 * H, &rb_zr));
+      TR_TRY(tr_slice_axis(t, dw->rb, 0, 0, 2 * H, &rb_zr));
       TR_TRY(rnn_gate(t, dw->rb, 2, H, &rb_h));
     }
-    TR_TRY(rnn_range(t, xt, 1, 0, 2 * H, &x_zr));
+    TR_TRY(tr_slice_axis(t, xt, 1, 0, 2 * H, &x_zr));
     TR_TRY(rnn_gate(t, xt, 2, H, &x_h));
     TR_TRY(rnn_recur(t, h, rt_zr, rb_zr, &zr));
     TR_TRY(mx_binary(t->mx, &zr, MX_ADD, zr, x_zr));

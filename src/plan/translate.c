@@ -143,3 +143,11 @@ int tr_keep_derived(tr_ctx *t, int slot, mx_array a) {
   t->derived[slot] = a;
   return MX_OK;
 }
+
+int tr_slice_axis(tr_ctx *t, mx_array a, int axis, int start, int stop, mx_array *out) {
+  int nd = mx_ndim(a), lo[MX_MAX_RANK], hi[MX_MAX_RANK], step[MX_MAX_RANK];
+  for (int i = 0; i < nd; i++) lo[i] = 0, hi[i] = mx_dim(a, i), step[i] = 1;
+  lo[axis] = start;
+  hi[axis] = stop;
+  return mx_slice(t->mx, out, a, lo, hi, step, nd);
+}

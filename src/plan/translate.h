@@ -72,6 +72,8 @@ void tr_note_path(tr_ctx *t, const char *path);
 mx_array tr_derived(const tr_ctx *t, int slot);
 /* In a prepare hook: evaluates `a` and keeps it in the plan under `slot`. */
 int tr_keep_derived(tr_ctx *t, int slot, mx_array a);
+/* a[start:stop] along one axis, every other axis whole (the rank is kept). */
+int tr_slice_axis(tr_ctx *t, mx_array a, int axis, int start, int stop, mx_array *out);
 /* A scalar of dtype (helper for constants such as 1 or 0.5 in compositions). */
 int tr_scalar(tr_ctx *t, mx_array *out, double v, mx_dtype dtype);
 
