@@ -261,6 +261,25 @@ def test_bfloat16_half_ulp_increments_accumulate_for_dk_257_to_512():
     np.testing.assert_array_equal(f32(present), f32(want_state.astype(np.float32).astype(BF16)))
 
 
+def test_ai_onnx_form_carries_float32_state_like_its_function_body(monkeypatch):
+    """ai.onnx's LinearAttention is defined by a float32 function body: half-ulp bfloat16
+    increments accumulate even with dk <= 256, where the contrib form's typed state loses them."""
+    monkeypatch.setenv("ALLOW_RELEASED_ONNX_OPSET_ONLY", "0")
+    t, dk = 16, 64
+    m = la_model(b=1, t=t, hq=1, h=1, dk=dk, dv=1, rule="linear", dtype=BF, scale=1.0,
+                 domain="", opset=27)
+    q = np.zeros((1, t, dk), np.float32)
+    q[..., 0] = 1
+    past = np.zeros((1, 1, dk, 1), np.float32)
+    past[0, 0, 0, 0] = 1.0
+    f = {"q": q.astype(BF16), "k": q.astype(BF16),
+         "v": np.full((1, t, 1), 2.0 ** -8, np.float32).astype(BF16), "past": past.astype(BF16)}
+    out, present = run_mlx(m, f)
+    want_out, _ = la_ref(f, 1, 1, "linear", scale=1.0)  # float32 carry
+    assert f32(present)[0, 0, 0, 0] == np.float32(BF16.type(1 + 16 * 2.0 ** -8))
+    np.testing.assert_array_equal(f32(out), f32(want_out.astype(np.float32).astype(BF16)))
+
+
 # --- dynamic T -----------------------------------------------------------------------------------
 def test_dynamic_time_one_session():
     m = la_model(shapes={"q": ["B", "T", 8], "k": ["B", "T", 8], "v": ["B", "T", 6],

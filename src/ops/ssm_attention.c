@@ -8,7 +8,8 @@
  * the H states; with Hq > H each state is read by Hq / H query heads, with Hq < H each query head
  * reads H / Hq states. Arithmetic is float32; the state carried between steps has the state
  * dtype (past_state's, else present_state's, else the query's) except that for dk in 257..512
- * with bfloat16 anywhere it stays float32 and only stores are rounded. state_window W keeps the
+ * with bfloat16 anywhere it stays float32 and only stores are rounded; the ai.onnx form always
+ * carries float32 (its function body computes in float32). state_window W keeps the
  * states after the last min(T, W) steps, oldest first, zero-padded in front, and reads slot
  * W - 1 of the past. T (the unroll length) is read from the shapes, so the row compiles keyed on
  * shape. On the GPU (MLX's CUDA backend), la_fast_path() runs the whole recurrence as one
@@ -435,7 +436,12 @@ static int la_geometry(tr_ctx *t, const ir_node *n, la_geom *g) {
   g->state_dtype = past ? mx_dtype_of(past) : tr_out_dtype(t, 1);
   bool bf16 = mx_dtype_of(q) == MX_BFLOAT16 || g->state_dtype == MX_BFLOAT16 ||
               g->out_dtype == MX_BFLOAT16 || tr_out_dtype(t, 1) == MX_BFLOAT16;
-  g->carry_dtype = bf16 && g->dk > 256 && g->dk <= 512 ? MX_FLOAT32 : g->state_dtype;
+  /* ai.onnx's LinearAttention is defined by a float32 function body whose only store is the
+   * final present_state (it has no state_window): its state is carried in float32 whatever the
+   * declared dtypes. The contrib form keeps the typed state of ssm-ops.md. */
+  bool standard = !t->node->domain[0] || strcmp(t->node->domain, "ai.onnx") == 0;
+  g->carry_dtype = standard || (bf16 && g->dk > 256 && g->dk <= 512) ? MX_FLOAT32
+                                                                     : g->state_dtype;
   return MX_OK;
 }
 
