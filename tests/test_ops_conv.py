@@ -215,3 +215,56 @@ def test_declines_transpose_same_shorter_than_spec(tmp_path):
     m = conv_model("ConvTranspose", TensorProto.FLOAT, xs, ws, attrs)
     oc.check_declined(m, feeds("ConvTranspose", xs, ws, attrs, False), "n", "shorter", tmp_path)
 
+
+
+# Forms that MLX's CPU backend would run through per-element loops or an im2col copy are recast
+# on the CPU device (src/ops/conv_cpu.c): depthwise convolutions as per-tap multiply-adds, 1x1
+# convolutions as one matrix product, ConvTranspose with kernel == stride as one matrix product.
+# Every form against ORT's CPU provider, and the node's noted path proves which one ran.
+DEPTHWISE = "depthwise taps (CPU)"
+POINTWISE = "pointwise matmul (CPU)"
+UNFOLD = "non-overlapping transpose matmul (CPU)"
+CPU_FORM_CASES = [
+    ("Conv", DEPTHWISE, "dw-1d", (2, 5, 13), (5, 1, 3), dict(group=5, pads=[1, 2])),
+    ("Conv", DEPTHWISE, "dw-2d-stride2", (1, 8, 11, 9), (8, 1, 3, 3),
+     dict(group=8, strides=[2, 2], pads=[1, 1, 1, 1])),
+    ("Conv", DEPTHWISE, "dw-2d-dil-asym", (2, 4, 10, 12), (4, 1, 3, 2),
+     dict(group=4, dilations=[2, 3], pads=[0, 2, 1, 0])),
+    ("Conv", DEPTHWISE, "dw-2d-same-upper", (1, 6, 9, 7), (6, 1, 5, 5),
+     dict(group=6, auto_pad="SAME_UPPER", strides=[2, 1])),
+    ("Conv", DEPTHWISE, "dw-2d-7x7", (1, 3, 16, 16), (3, 1, 7, 7), dict(group=3, pads=[3, 3, 3, 3])),
+    ("Conv", DEPTHWISE, "dw-3d", (1, 4, 5, 6, 7), (4, 1, 2, 3, 3), dict(group=4, strides=[1, 2, 1])),
+    ("Conv", POINTWISE, "1x1-2d", (2, 6, 5, 7), (4, 6, 1, 1), dict()),
+    ("Conv", POINTWISE, "1x1-2d-stride", (1, 3, 9, 8), (5, 3, 1, 1), dict(strides=[2, 3])),
+    ("Conv", POINTWISE, "1x1-1d", (2, 4, 9), (3, 4, 1), dict()),
+    ("Conv", POINTWISE, "1x1-3d", (1, 2, 3, 4, 5), (6, 2, 1, 1, 1), dict(strides=[1, 2, 1])),
+    ("ConvTranspose", UNFOLD, "k=s-2d", (1, 4, 5, 6), (4, 3, 2, 2), dict(strides=[2, 2])),
+    ("ConvTranspose", UNFOLD, "k=s-2d-rect-pads", (2, 3, 4, 5), (3, 2, 3, 2),
+     dict(strides=[3, 2], pads=[1, 0, 2, 1])),
+    ("ConvTranspose", UNFOLD, "k=s-2d-outpad", (1, 2, 3, 3), (2, 4, 2, 2),
+     dict(strides=[2, 2], output_padding=[1, 1])),
+    ("ConvTranspose", UNFOLD, "k=s-2d-output-shape", (1, 2, 3, 4), (2, 2, 2, 2),
+     dict(strides=[2, 2], output_shape=[7, 9])),
+    ("ConvTranspose", UNFOLD, "k=s-2d-same-lower", (1, 2, 3, 4), (2, 3, 3, 3),
+     dict(strides=[3, 3], auto_pad="SAME_LOWER")),
+    ("ConvTranspose", UNFOLD, "k=s-1d", (2, 3, 7), (3, 5, 4), dict(strides=[4])),
+    ("ConvTranspose", UNFOLD, "k=s-3d", (1, 2, 2, 3, 2), (2, 3, 2, 1, 2), dict(strides=[2, 1, 2])),
+]
+
+
+@pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
+@pytest.mark.parametrize("op,path,name,xs,ws,attrs", CPU_FORM_CASES,
+                         ids=[c[2] for c in CPU_FORM_CASES])
+def test_cpu_recast_forms(op, path, name, xs, ws, attrs, bias, capfd):
+    import gc
+    model = conv_model(op, oc.elem(F32), xs, ws, attrs, bias)
+    f = feeds(op, xs, ws, attrs, bias)
+    ref = harness.cpu_session(model).run(None, f)
+    capfd.readouterr()
+    s = harness.mlx_session(model, allow_cpu=False, provider_options={"verbose": "1"})
+    got = s.run(None, f)
+    del s
+    gc.collect()
+    assert got[0].shape == ref[0].shape
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-4, atol=1e-5)
+    assert f"node 'n' ({op}): {path}" in capfd.readouterr().err

@@ -46,6 +46,10 @@ static int to_channels_first(tr_ctx *t, mx_array a, mx_array *out) {
 static int conv_channels_last(tr_ctx *t, mx_array x, mx_array w, int nd, const int *stride,
                               const int *lo, const int *hi, const int *kdil, const int *idil,
                               int groups, bool flip, mx_array *y) {
+  if (conv_cpu_depthwise_applies(t, x, w, nd, groups, lo, hi, idil, flip))
+    return conv_cpu_depthwise(t, x, w, nd, stride, lo, hi, kdil, y);
+  if (conv_cpu_pointwise_applies(t, x, w, nd, groups, lo, hi, idil, flip))
+    return conv_cpu_pointwise(t, x, w, nd, stride, y);
   if (groups == 1 || nd < 3)
     return mx_conv(t->mx, y, x, w, stride, lo, hi, kdil, idil, nd, groups, flip);
   int cin = mx_dim(x, -1) / groups, cout = mx_dim(w, 0) / groups;
@@ -302,7 +306,7 @@ static int translate_conv_transpose(tr_ctx *t, const ir_node *n, const op_row *r
   const ir_attr *op = ir_find_attr(n, "output_padding"), *os = ir_find_attr(n, "output_shape");
   size_t os_skip = os && os->count == (size_t)nd + 2 ? 2 : 0;
   int ones[CONV_MAX_ND], lo[CONV_MAX_ND], hi[CONV_MAX_ND], kdil[CONV_MAX_ND], idil[CONV_MAX_ND];
-  int crop[CONV_MAX_ND], out[CONV_MAX_ND];
+  int crop[CONV_MAX_ND], out[CONV_MAX_ND], heads[CONV_MAX_ND];
   for (int i = 0; i < nd; i++) {
     int64_t in = mx_dim(x, i + 2), o, head;
     int64_t adj = op && op->type == IR_ATTR_INTS && op->count == (size_t)nd ? op->ints[i] : 0;
@@ -315,12 +319,16 @@ static int translate_conv_transpose(tr_ctx *t, const ir_node *n, const op_row *r
     int64_t e = win_extent(&wa, i), l = e - 1 - head, h = o + head - (wa.stride[i] * (in - 1) + 1);
     ones[i] = 1, kdil[i] = (int)wa.dilation[i], idil[i] = (int)wa.stride[i];
     lo[i] = l > 0 ? (int)l : 0, hi[i] = h > 0 ? (int)h : 0;
-    crop[i] = l < 0 ? (int)-l : 0, out[i] = (int)o;
+    crop[i] = l < 0 ? (int)-l : 0, out[i] = (int)o, heads[i] = (int)head;
   }
   mx_array prepared = tr_derived(t, 0);
   if (prepared) w = prepared;
   else TR_TRY(regroup_transposed_weight(t, w, groups, &w));
   TR_TRY(to_channels_last(t, x, &x));
+  if (conv_cpu_transpose_applies(t, x, w, nd, groups, wa.stride, wa.dilation)) {
+    TR_TRY(conv_cpu_transpose(t, x, w, nd, heads, out, &y));
+    return finish(t, y);
+  }
   TR_TRY(conv_channels_last(t, x, w, nd, ones, lo, hi, kdil, idil, groups, true, &y));
   for (int i = 0; i < nd; i++)
     if (crop[i] || mx_dim(y, i + 1) != out[i])

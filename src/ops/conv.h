@@ -1,7 +1,8 @@
 /*
- * The one convolution helper conv.c shares with other families (quant.c's ConvInteger and
+ * The convolution helper conv.c shares with other families (quant.c's ConvInteger and
  * QLinearConv): Conv's correlation without bias, so that a caller can convolve operands it has
  * prepared itself (zero points subtracted, digits split) under the node's own window attributes.
+ * Also the CPU-device forms conv.c hands to conv_cpu.c.
  */
 #ifndef CONV_H
 #define CONV_H
@@ -13,5 +14,23 @@
  * channels-last result [N, o..., M] (no bias, no cast) through y. */
 int conv_forward_channels_last(tr_ctx *t, const ir_node *n, mx_array x, mx_array w,
                                mx_array *y);
+
+/* conv_cpu.c: true when a channels-last depthwise convolution (x [N, s..., C], w [C, k..., 1])
+ * is better run as per-tap multiply-adds on the CPU device than by MLX's CPU loops. */
+bool conv_cpu_depthwise_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
+                                const int *lo, const int *hi, const int *idil, bool flip);
+int conv_cpu_depthwise(tr_ctx *t, mx_array x, mx_array w, int nd, const int *stride,
+                       const int *lo, const int *hi, const int *kdil, mx_array *y);
+/* conv_cpu.c: a 1x..x1 convolution (groups 1, no padding) as one matrix product. */
+bool conv_cpu_pointwise_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
+                                const int *lo, const int *hi, const int *idil, bool flip);
+int conv_cpu_pointwise(tr_ctx *t, mx_array x, mx_array w, int nd, const int *stride,
+                       mx_array *y);
+/* conv_cpu.c: ConvTranspose whose kernel equals its stride (groups 1, no dilation) as one matrix
+ * product; head/out: where each output axis starts in the full output, and its length. */
+bool conv_cpu_transpose_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
+                                const int64_t *stride, const int64_t *dilation);
+int conv_cpu_transpose(tr_ctx *t, mx_array x, mx_array w, int nd, const int *head,
+                       const int *out, mx_array *y);
 
 #endif

@@ -1,0 +1,167 @@
+/*
+ * Convolution forms that MLX's CPU backend runs through its naive per-element loops (grouped
+ * convolutions, which on the CPU only take the im2col + BLAS path when group == 1), recast on
+ * the CPU device into MLX operations that are vectorised there: a depthwise convolution becomes
+ * one multiply-add of a strided slice of the padded input per kernel tap (which compile fuses
+ * into one loop), and other grouped convolutions run group by group through the BLAS path.
+ * Measured in docs/BENCHMARKS.md (PP-OCR's depthwise layers); the GPU keeps MLX's own
+ * convolution.
+ */
+#include "ops/conv.h"
+#include "plan/translate.h"
+
+#include <stdlib.h>
+
+enum { DEPTHWISE_MAX_TAPS = 49 }; /* beyond 7x7 the per-tap graph grows more than it saves */
+
+/* Output extent of one spatial axis, or 0 when the window does not fit. */
+static int out_extent(int in, int lo, int hi, int k, int dil, int stride) {
+  int span = (k - 1) * dil + 1, padded = in + lo + hi;
+  return padded < span ? 0 : (padded - span) / stride + 1;
+}
+
+bool conv_cpu_depthwise_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
+                                const int *lo, const int *hi, const int *idil, bool flip) {
+  if (t->mx->device != MX_DEVICE_CPU || flip || groups == 1) return false;
+  if (mx_dtype_of(x) != MX_FLOAT32 || mx_dim(w, -1) != 1 || mx_dim(w, 0) != groups ||
+      mx_dim(x, -1) != groups)
+    return false;
+  int taps = 1;
+  for (int i = 0; i < nd; i++) {
+    if (idil[i] != 1 || lo[i] < 0 || hi[i] < 0) return false;
+    taps *= mx_dim(w, i + 1);
+  }
+  return taps <= DEPTHWISE_MAX_TAPS;
+}
+
+/* y = sum over taps of x_padded[strided window at tap] * w[:, tap]; x [N, s..., C] and
+ * w [C, k..., 1], both channels-last. */
+int conv_cpu_depthwise(tr_ctx *t, mx_array x, mx_array w, int nd, const int *stride,
+                       const int *lo, const int *hi, const int *kdil, mx_array *y) {
+  int rank = nd + 2, c = mx_dim(x, -1);
+  int plo[MX_MAX_RANK] = {0}, phi[MX_MAX_RANK] = {0}, k[MX_MAX_RANK], out[MX_MAX_RANK];
+  int taps = 1;
+  for (int i = 0; i < nd; i++) {
+    plo[i + 1] = lo[i], phi[i + 1] = hi[i];
+    k[i] = mx_dim(w, i + 1);
+    out[i] = out_extent(mx_dim(x, i + 1), lo[i], hi[i], k[i], kdil[i], stride[i]);
+    if (out[i] == 0) return tr_fail(t, "the kernel does not fit in the padded input");
+    taps *= k[i];
+  }
+  mx_array zero, padded, wk;
+  TR_TRY(tr_scalar(t, &zero, 0.0, mx_dtype_of(x)));
+  TR_TRY(mx_pad(t->mx, &padded, x, plo, phi, rank, zero));
+  int wshape[2] = {c, taps};
+  TR_TRY(mx_reshape(t->mx, &wk, w, wshape, 2));
+  mx_array acc = NULL;
+  for (int tap = 0; tap < taps; tap++) {
+    int start[MX_MAX_RANK] = {0}, stop[MX_MAX_RANK], steps[MX_MAX_RANK];
+    stop[0] = mx_dim(x, 0), steps[0] = 1;
+    stop[rank - 1] = c, steps[rank - 1] = 1;
+    for (int i = nd - 1, rest = tap; i >= 0; i--) {
+      int ki = rest % k[i];
+      rest /= k[i];
+      start[i + 1] = ki * kdil[i];
+      stop[i + 1] = start[i + 1] + stride[i] * (out[i] - 1) + 1;
+      steps[i + 1] = stride[i];
+    }
+    mx_array window, wtap, term;
+    TR_TRY(mx_slice(t->mx, &window, padded, start, stop, steps, rank));
+    TR_TRY(tr_slice_axis(t, wk, 1, tap, tap + 1, &wtap));
+    int flat[1] = {c};
+    TR_TRY(mx_reshape(t->mx, &wtap, wtap, flat, 1));
+    TR_TRY(mx_binary(t->mx, &term, MX_MULTIPLY, window, wtap));
+    if (acc) TR_TRY(mx_binary(t->mx, &acc, MX_ADD, acc, term));
+    else acc = term;
+  }
+  tr_note_path(t, "depthwise taps (CPU)");
+  *y = acc;
+  return MX_OK;
+}
+
+bool conv_cpu_pointwise_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
+                                const int *lo, const int *hi, const int *idil, bool flip) {
+  if (t->mx->device != MX_DEVICE_CPU || flip || groups != 1 || mx_dtype_of(x) != MX_FLOAT32)
+    return false;
+  for (int i = 0; i < nd; i++)
+    if (mx_dim(w, i + 1) != 1 || idil[i] != 1 || lo[i] != 0 || hi[i] != 0) return false;
+  return true;
+}
+
+/* A 1x..x1 convolution is a matrix product over channels: [P, C] x [O, C]^T, after taking every
+ * stride-th position. MLX's CPU convolution would first copy the input into an im2col buffer. */
+int conv_cpu_pointwise(tr_ctx *t, mx_array x, mx_array w, int nd, const int *stride,
+                       mx_array *y) {
+  int rank = nd + 2, c = mx_dim(x, -1), o = mx_dim(w, 0);
+  int start[MX_MAX_RANK] = {0}, stop[MX_MAX_RANK], steps[MX_MAX_RANK], shape[MX_MAX_RANK];
+  bool strided = false;
+  for (int i = 0; i < rank; i++) {
+    stop[i] = mx_dim(x, i);
+    steps[i] = i >= 1 && i <= nd ? stride[i - 1] : 1;
+    strided = strided || steps[i] != 1;
+  }
+  if (strided) TR_TRY(mx_slice(t->mx, &x, x, start, stop, steps, rank));
+  for (int i = 0; i < rank - 1; i++) shape[i] = mx_dim(x, i);
+  int rows[2] = {-1, c}, wshape[2] = {o, c}, perm[2] = {1, 0};
+  mx_array x2, w2;
+  TR_TRY(mx_reshape(t->mx, &x2, x, rows, 2));
+  TR_TRY(mx_reshape(t->mx, &w2, w, wshape, 2));
+  TR_TRY(mx_transpose(t->mx, &w2, w2, perm, 2));
+  TR_TRY(mx_matmul(t->mx, &x2, x2, w2));
+  shape[rank - 1] = o;
+  tr_note_path(t, "pointwise matmul (CPU)");
+  return mx_reshape(t->mx, y, x2, shape, rank);
+}
+
+bool conv_cpu_transpose_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
+                                const int64_t *stride, const int64_t *dilation) {
+  if (t->mx->device != MX_DEVICE_CPU || groups != 1 || mx_dtype_of(x) != MX_FLOAT32 ||
+      2 * nd + 2 > MX_MAX_RANK)
+    return false;
+  for (int i = 0; i < nd; i++)
+    if (dilation[i] != 1 || mx_dim(w, i + 1) != stride[i]) return false;
+  return true;
+}
+
+/* ConvTranspose whose kernel equals its stride: the kernel's copies do not overlap, so the full
+ * output is one matrix product [P, C] x [M*K, C]^T whose columns are interleaved back into space
+ * ([N, d..., M, k...] -> [N, d1, k1, d2, k2, ..., M]); then the window [head, head + out) of
+ * each axis is taken, zero beyond the full extent. MLX's CPU path would correlate the
+ * stride-dilated input element by element. x [N, d..., C]; w [M, k..., C] (regrouped). */
+int conv_cpu_transpose(tr_ctx *t, mx_array x, mx_array w, int nd, const int *head,
+                       const int *out, mx_array *y) {
+  int c = mx_dim(x, -1), m = mx_dim(w, 0), taps = 1;
+  int shape[MX_MAX_RANK], perm[MX_MAX_RANK];
+  for (int i = 0; i < nd; i++) taps *= mx_dim(w, i + 1);
+  int rows[2] = {-1, c}, wshape[2] = {m * taps, c}, swap[2] = {1, 0};
+  mx_array x2, w2;
+  TR_TRY(mx_reshape(t->mx, &x2, x, rows, 2));
+  TR_TRY(mx_reshape(t->mx, &w2, w, wshape, 2));
+  TR_TRY(mx_transpose(t->mx, &w2, w2, swap, 2));
+  TR_TRY(mx_matmul(t->mx, &x2, x2, w2));
+  shape[0] = mx_dim(x, 0);
+  for (int i = 0; i < nd; i++) shape[1 + i] = mx_dim(x, i + 1), shape[2 + nd + i] = mx_dim(w, i + 1);
+  shape[1 + nd] = m;
+  TR_TRY(mx_reshape(t->mx, &x2, x2, shape, 2 * nd + 2));
+  perm[0] = 0, perm[2 * nd + 1] = 1 + nd;
+  for (int i = 0; i < nd; i++) perm[1 + 2 * i] = 1 + i, perm[2 + 2 * i] = 2 + nd + i;
+  TR_TRY(mx_transpose(t->mx, &x2, x2, perm, 2 * nd + 2));
+  shape[0] = mx_dim(x, 0), shape[nd + 1] = m;
+  for (int i = 0; i < nd; i++) shape[1 + i] = mx_dim(x, i + 1) * mx_dim(w, i + 1);
+  TR_TRY(mx_reshape(t->mx, &x2, x2, shape, nd + 2));
+  for (int i = 0; i < nd; i++) { /* the window [head, head + out) of [0, full), zeros beyond */
+    int full = shape[1 + i], keep = full - head[i] < out[i] ? full - head[i] : out[i];
+    if (keep < 0) keep = 0;
+    if (head[i] || keep != full) TR_TRY(tr_slice_axis(t, x2, i + 1, head[i], head[i] + keep, &x2));
+    if (keep < out[i]) {
+      int lo[MX_MAX_RANK] = {0}, hi[MX_MAX_RANK] = {0};
+      hi[i + 1] = out[i] - keep;
+      mx_array zero;
+      TR_TRY(tr_scalar(t, &zero, 0.0, mx_dtype_of(x2)));
+      TR_TRY(mx_pad(t->mx, &x2, x2, lo, hi, nd + 2, zero));
+    }
+  }
+  tr_note_path(t, "non-overlapping transpose matmul (CPU)");
+  *y = x2;
+  return MX_OK;
+}
