@@ -1,7 +1,8 @@
 """The compile policy seen from outside: which path each fused group takes (shapeless, keyed,
 eager), cache hits and misses across input shapes, shape chains kept compiled per shape, the kill
 switches, and that every path gives the same answers. Paths are read from the verbose summary
-the EP prints when a session ends."""
+the EP prints when a session ends. The path trial (eager runs timed against compiled ones) is
+switched off here, except in the tests of the trial itself, so that run counts are exact."""
 import os
 import re
 import subprocess
@@ -38,7 +39,9 @@ def run_verbose(model, shapes, env=None):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
         del s
     """)
-    full_env = dict(os.environ, ONNXRUNTIME_EP_MLX_VERBOSE="1", **(env or {}))
+    full_env = dict(os.environ, ONNXRUNTIME_EP_MLX_VERBOSE="1",
+                    ONNXRUNTIME_EP_MLX_NO_PATH_TRIAL="1")
+    full_env.update(env or {})
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env)
     os.unlink(path)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -95,3 +98,43 @@ def test_kill_switches_change_the_path_not_the_answers(switch, path):
 def test_no_retrace_on_second_run():
     [g] = run_verbose(shape_chain(), [(2, 3, 4), (2, 3, 4)])
     assert stat(g, "traces") == 1 and stat(g, "hits") == 1
+
+
+# --- the path trial -------------------------------------------------------------------------------
+def runs_of(line, kind):
+    """The summary's run breakdown "(failed F, compiled C, eager E)"."""
+    return int(re.search(rf"\(failed \d+, compiled (\d+), eager (\d+)\)", line)
+               .group(1 if kind == "compiled" else 2))
+
+def test_path_trial_times_both_paths_then_keeps_one():
+    """After the tracing run, 3 eager and 3 compiled runs alternate; the summary records both
+    medians and the choice, every run's output matches ORT's CPU provider, and later runs all
+    take the chosen path."""
+    runs = 12
+    [g] = run_verbose(elementwise_chain(), [(64, 64)] * runs,
+                      env={"ONNXRUNTIME_EP_MLX_NO_PATH_TRIAL": "0"})
+    m = re.search(r"path trial: eager ([\d.]+) ms, compiled ([\d.]+) ms \(medians of 3\)", g)
+    assert m, g
+    eager_won = float(m.group(1)) < float(m.group(2))
+    assert stat(g, "fallbacks") == 0 and stat(g, "misses") == 1
+    # run 1 traces; runs 2-7 alternate; the other 5 take the winner
+    if eager_won:
+        assert "path shapeless->eager" in g
+        assert runs_of(g, "eager") == 3 + 5 and runs_of(g, "compiled") == 1 + 3
+    else:
+        assert "path shapeless (path trial" in g
+        assert runs_of(g, "eager") == 3 and runs_of(g, "compiled") == 1 + 3 + 5
+
+
+def test_path_trial_ignores_tracing_runs_of_new_shapes():
+    """Keyed variants: a compiled run that traced a new shape is not a timing sample."""
+    shapes = [(4, 4), (4, 4), (8, 8), (4, 4), (8, 8), (4, 4), (8, 8), (4, 4), (8, 8), (4, 4)]
+    [g] = run_verbose(elementwise_chain(), shapes,
+                      env={"ONNXRUNTIME_EP_MLX_NO_PATH_TRIAL": "0",
+                           "ONNXRUNTIME_EP_MLX_NO_SHAPELESS": "1"})
+    assert "path trial:" in g and stat(g, "misses") == 2 and stat(g, "fallbacks") == 0
+
+
+def test_path_trial_switch_keeps_groups_compiled():
+    [g] = run_verbose(elementwise_chain(), [(64, 64)] * 8)
+    assert "path trial" not in g and runs_of(g, "eager") == 0 and runs_of(g, "compiled") == 8

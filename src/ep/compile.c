@@ -155,7 +155,8 @@ static OrtStatus *compile_one(mlx_ep *ep, const OrtGraph *graph, const OrtNode *
                      .compile = ep->options.compile,
                      .shapeless = ep->options.shapeless,
                      .cache_size = PLAN_CACHE_SIZE,
-                     .fast_kernels = ep->options.fast_kernels};
+                     .fast_kernels = ep->options.fast_kernels,
+                     .path_trial = ep->options.path_trial};
   int rc = plan_build(g, name, &cfg, &p, err, sizeof err);
   pthread_mutex_unlock(&mlx_lock);
   if (rc != MX_OK) return ep_status(ort, ORT_FAIL, "%s: Compile '%s': %s", EP_NAME, name, err);

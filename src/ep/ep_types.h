@@ -27,6 +27,7 @@ typedef struct ep_options {
   bool compile;           /* off with ONNXRUNTIME_EP_MLX_NO_COMPILE=1 */
   bool shapeless;         /* off with ONNXRUNTIME_EP_MLX_NO_SHAPELESS=1 */
   bool fast_kernels;      /* off with ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN=1 */
+  bool path_trial;        /* off with ONNXRUNTIME_EP_MLX_NO_PATH_TRIAL=1 */
 } ep_options;
 
 typedef struct ep_factory {

@@ -8,7 +8,8 @@
  *   report_file=PATH       (write the partition report as JSON at session creation)
  * Environment only (A/B switches): ONNXRUNTIME_EP_MLX_NO_COMPILE=1 runs every group eagerly;
  * ONNXRUNTIME_EP_MLX_NO_SHAPELESS=1 compiles keyed on input shapes instead of shapeless;
- * ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN=1 keeps LinearAttention on its composed path.
+ * ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN=1 keeps LinearAttention on its composed path;
+ * ONNXRUNTIME_EP_MLX_NO_PATH_TRIAL=1 keeps compiled groups compiled without timing eager runs.
  */
 #include "ep/ep_types.h"
 
@@ -43,6 +44,7 @@ OrtStatus *ep_options_parse(const OrtApi *ort, const OrtSessionOptions *so, ep_o
   out->compile = !env_flag("ONNXRUNTIME_EP_MLX_NO_COMPILE");
   out->shapeless = !env_flag("ONNXRUNTIME_EP_MLX_NO_SHAPELESS");
   out->fast_kernels = !env_flag("ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN");
+  out->path_trial = !env_flag("ONNXRUNTIME_EP_MLX_NO_PATH_TRIAL");
   if (!so) return NULL;
   char value[1024];
   bool found;

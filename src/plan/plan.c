@@ -205,6 +205,7 @@ static void choose_path(plan *p, const plan_config *cfg) {
     p->path = PLAN_SHAPELESS;
   }
   p->cache_capacity = cfg->cache_size > 0 ? cfg->cache_size : 1;
+  p->trial.enabled = cfg->path_trial && p->path != PLAN_EAGER;
 }
 
 int plan_build(const ir_graph *snapshot, const char *name, const plan_config *cfg, plan **out,

@@ -39,7 +39,20 @@ typedef struct plan_config {
   bool shapeless; /* allow shapeless compile (ONNXRUNTIME_EP_MLX_NO_SHAPELESS=1 turns it off) */
   int cache_size; /* compiled variants kept per keyed plan */
   bool fast_kernels; /* custom GPU kernels (ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN=1: off) */
+  bool path_trial;   /* time compiled against eager on the first runs, keep the faster
+                      * (ONNXRUNTIME_EP_MLX_NO_PATH_TRIAL=1: always compiled where allowed) */
 } plan_config;
+
+/* The path trial of a compiled plan: after its first (tracing) run, PLAN_TRIAL_RUNS eager and
+ * as many compiled runs alternate (compiled runs that traced do not count); the faster median
+ * wins for the rest of the session. MLX's fused CPU kernels are not always faster than its
+ * eager ones (docs/BENCHMARKS.md), and only a measurement on the machine can tell. */
+enum { PLAN_TRIAL_RUNS = 3 };
+typedef struct plan_trial {
+  bool enabled, decided, chose_eager;
+  int n_eager, n_compiled;
+  uint64_t eager_ns[PLAN_TRIAL_RUNS], compiled_ns[PLAN_TRIAL_RUNS];
+} plan_trial;
 
 struct plan;
 
@@ -74,6 +87,7 @@ typedef struct plan {
   const char *path_reason;
   char path_reason_buf[192];
   bool compile_broken; /* a trace failed where eager succeeded: eager from then on */
+  plan_trial trial;
   atomic_bool traced_checks; /* some trace recorded run-time checks: read the check output */
   bool *shape_node;        /* per node: computes only from input shapes and constants */
   bool has_shape_nodes;

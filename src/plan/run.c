@@ -361,6 +361,36 @@ void plan_cache_clear(plan *p) {
   p->cache_count = 0;
 }
 
+/* --- the path trial (plan.h) ----------------------------------------------------------------- */
+static uint64_t median3(const uint64_t *v) {
+  uint64_t a = v[0], b = v[1], c = v[2];
+  return a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
+}
+
+/* Whether this run of a compiled plan is an eager trial run. */
+static bool trial_wants_eager(const plan *p) {
+  const plan_trial *tr = &p->trial;
+  return tr->enabled && !tr->decided && atomic_load(&p->stats.runs) > 0 &&
+         tr->n_eager <= tr->n_compiled;
+}
+
+static void trial_record(plan *p, bool eager, uint64_t ns) {
+  plan_trial *tr = &p->trial;
+  if (!tr->enabled || tr->decided) return;
+  if (eager) tr->eager_ns[tr->n_eager++] = ns;
+  else tr->compiled_ns[tr->n_compiled++] = ns;
+  if (tr->n_eager < PLAN_TRIAL_RUNS || tr->n_compiled < PLAN_TRIAL_RUNS) return;
+  uint64_t e = median3(tr->eager_ns), c = median3(tr->compiled_ns);
+  tr->decided = true;
+  tr->chose_eager = e < c;
+  char before[sizeof p->path_reason_buf];
+  snprintf(before, sizeof before, "%s", p->path_reason ? p->path_reason : "");
+  snprintf(p->path_reason_buf, sizeof p->path_reason_buf,
+           "path trial: eager %.3f ms, compiled %.3f ms (medians of %d)%s%.96s", (double)e / 1e6,
+           (double)c / 1e6, PLAN_TRIAL_RUNS, before[0] ? "; " : "", before);
+  p->path_reason = p->path_reason_buf;
+}
+
 /* --- entry point --------------------------------------------------------------------------- */
 int plan_run(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array *outputs, char *err,
              size_t len) {
@@ -373,9 +403,18 @@ int plan_run(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array *outputs,
   bool empty_input = false;
   for (int i = 0; rc == MX_OK && i < n_bound; i++) empty_input |= mx_size(bound[i]) == 0;
   bool compiled = p->path == PLAN_KEYED || (p->path == PLAN_SHAPELESS && !empty_input);
-  if (rc == MX_OK && compiled && !p->compile_broken) {
+  compiled = compiled && !p->compile_broken && !p->trial.chose_eager;
+  if (rc == MX_OK && compiled && trial_wants_eager(p)) {
+    uint64_t t0 = plan_now_ns();
+    rc = run_eager(p, ctx, bound, outputs, err, len);
+    if (rc == MX_OK) trial_record(p, true, plan_now_ns() - t0);
+  } else if (rc == MX_OK && compiled) {
     bool checks_ok = false;
+    uint64_t t0 = plan_now_ns(), misses = atomic_load(&p->stats.cache_misses);
     int compiled_rc = run_compiled(p, ctx, bound, n_bound, outputs, &checks_ok);
+    if (compiled_rc == MX_OK && checks_ok && atomic_load(&p->stats.runs) > 0 &&
+        atomic_load(&p->stats.cache_misses) == misses)
+      trial_record(p, false, plan_now_ns() - t0);
     if (compiled_rc != MX_OK) {
       char trace_err[MX_ERROR_LEN];
       snprintf(trace_err, sizeof trace_err, "%s", ctx->error);
