@@ -116,6 +116,7 @@ static int translate_deform_conv(tr_ctx *t, const ir_node *n, const op_row *r) {
   int oc = mx_dim(w, 0), kh = mx_dim(w, 2), kw = mx_dim(w, 3);
   if (wa.has_kernel && (wa.kernel[0] != kh || wa.kernel[1] != kw))
     return tr_fail(t, "kernel_shape does not match W's spatial dims %dx%d", kh, kw);
+  wa.kernel[0] = kh, wa.kernel[1] = kw;
   if (group < 1 || og < 1 || c % group != 0 || c % og != 0 || oc % group != 0 ||
       (int64_t)mx_dim(w, 1) * group != c)
     return tr_fail(t, "C = %d and oC = %d must be divisible by group (%lld), C by "
