@@ -153,3 +153,19 @@ def test_deform_conv_run_time_shape_error_names_node():
     bad = dict(feeds, O=feeds["O"][:, :, :2])
     with pytest.raises(Exception, match="dc_dyn"):
         s.run(None, bad)
+
+
+def test_deform_conv_compiles_keyed(capfd):
+    """DeformConv + Relu in one fused group compile keyed on the input shapes (two sizes)."""
+    dc = helper.make_node("DeformConv", ["X", "W", "O", "B", "M"], ["D"], name="dc", pads=[1] * 4)
+    relu = helper.make_node("Relu", ["D"], ["Y"], name="relu")
+    m = harness.make_model([dc, relu], [("X", TP.FLOAT, ["n", 2, "h", "w"]),
+                                        ("W", TP.FLOAT, [3, 2, 3, 3]), ("B", TP.FLOAT, [3]),
+                                        ("O", TP.FLOAT, ["n", 18, "h", "w"]),
+                                        ("M", TP.FLOAT, ["n", 9, "h", "w"])],
+                           [("Y", TP.FLOAT, None)], opset=22)
+    sets = []
+    for seed, (n, h, w) in enumerate([(1, 4, 5), (2, 6, 3)]):
+        feeds, _, _ = case(n=n, h=h, w=w, pads=(1, 1, 1, 1), mask=True, bias=True, seed=seed)
+        sets.append(feeds)
+    oc.check_compiled(m, sets, capfd, path="keyed", rtol=1e-4, atol=1e-5)
