@@ -66,6 +66,7 @@ CASES = {
     "far_offsets": {"spread": 6.0, "mask": True},
     "rect_kernel": {"kh": 2, "kw": 3, "pads": (0, 1, 1, 0)},
     "1x1": {"kh": 1, "kw": 1, "oc_": 2},
+    "one_row_image": {"h": 1, "kh": 1, "pads": (0, 1, 0, 1), "mask": True},
 }
 
 
