@@ -31,6 +31,8 @@ extern const op_row ops_linalg_rows[]; /* Einsum, Det */
 extern const op_row ops_random_rows[]; /* RandomNormal/Uniform(Like), Bernoulli, Multinomial */
 extern const op_row ops_rnn_rows[]; /* RNN, GRU, LSTM */
 extern const op_row ops_misc_nn_rows[]; /* RotaryEmbedding, NLL/SoftmaxCrossEntropy losses, MaxRoiPool */
+extern const op_row ops_deform_conv_rows[]; /* DeformConv (2-D) */
+extern const op_row ops_tfidf_rows[];       /* TfIdfVectorizer (integer pools) */
 
 /* Translators shared by several families (ops/common.c): one bridge op named by row->code,
  * its result cast to the declared output type. */

@@ -20,7 +20,7 @@ static const op_row *const families[] = {
     ops_ssm_scatter_rows, ops_ssm_conv_rows, ops_ssm_attention_rows, ops_ssm_gates_rows,
     ops_quant_rows, ops_attention_rows,
     ops_signal_rows, ops_vision_rows, ops_linalg_rows, ops_random_rows, ops_misc_nn_rows,
-    ops_rnn_rows,
+    ops_rnn_rows, ops_deform_conv_rows, ops_tfidf_rows,
     NULL};
 
 int ir_to_mx_dtype(int t) {

@@ -7,9 +7,10 @@
  * and every tap (1, 2 or 4 per spatial dim) is fetched with zeros/border/reflection padding
  * (cubic with border padding skips the first clamp, as ONNX Runtime and PyTorch do); the
  * taps of all dims are combined into flat indices and weights, gathered from X in one
- * take_along_axis and summed. AffineGrid multiplies a host-built base grid (from the concrete size,
- * read on the host) by theta on the device. RoiAlign reads the boxes and batch indices on the host
- * (eager unless constant), computes every sample point's four bilinear taps there as onnx's
+ * take_along_axis and summed (the per-dim taps live in ops/sample.c, shared with DeformConv).
+ * AffineGrid multiplies a host-built base grid (from the concrete size, read on the host) by
+ * theta on the device. RoiAlign reads the boxes and batch indices on the host (eager unless
+ * constant), computes every sample point's four bilinear taps there as onnx's
  * reference (and ONNX Runtime) do, including the adaptive sampling ratio and the per-tap maximum
  * of mode max, and gathers X on the device. MaxUnpool scatters X into zeros at the flat indices;
  * Col2Im scatter-adds the columns at host-computed image positions. NonMaxSuppression's output
@@ -18,6 +19,7 @@
  * IoU arithmetic as ONNX Runtime's kernel. Computations run in float32 (half types cast).
  */
 #include "ops/families.h"
+#include "ops/sample.h"
 #include "plan/translate.h"
 
 #include <math.h>
@@ -25,8 +27,6 @@
 #include <string.h>
 
 enum { GS_OPSET16 = 16, GS_OPSET20 = 20 };
-enum { GS_NEAREST, GS_LINEAR, GS_CUBIC };
-enum { PAD_ZEROS, PAD_BORDER, PAD_REFLECTION };
 enum { ROI_OPSET10 = 10, ROI_OPSET16 = 16 };
 
 /* --- shared helpers ---------------------------------------------------------------------- */
@@ -35,39 +35,6 @@ static op_compile_class host_read_class(const ir_graph *g, const ir_node *n, uns
   for (int i = 0; i < n->n_inputs && i < 32; i++)
     if ((mask >> i) & 1u && ir_has_input(n, i) && !op_input_is_const(g, n, i)) return OP_EAGER;
   return OP_SHAPE_KEYED;
-}
-
-/* A float32 scalar; NULL on failure (the bridge call it feeds then fails with a message). */
-static mx_array F(tr_ctx *t, double v) {
-  mx_array s = NULL;
-  return tr_scalar(t, &s, v, MX_FLOAT32) == MX_OK ? s : NULL;
-}
-
-static mx_array B(tr_ctx *t, mx_binary_op op, mx_array a, mx_array b) {
-  mx_array y = NULL;
-  return mx_binary(t->mx, &y, op, a, b) == MX_OK ? y : NULL;
-}
-
-static mx_array U(tr_ctx *t, mx_unary_op op, mx_array a) {
-  mx_array y = NULL;
-  return mx_unary(t->mx, &y, op, a) == MX_OK ? y : NULL;
-}
-
-static mx_array W(tr_ctx *t, mx_array cond, mx_array a, mx_array b) {
-  mx_array y = NULL;
-  return mx_where(t->mx, &y, cond, a, b) == MX_OK ? y : NULL;
-}
-
-static mx_array CLIP(tr_ctx *t, mx_array a, double lo, double hi) {
-  mx_array y = NULL;
-  return mx_clip(t->mx, &y, a, F(t, lo), F(t, hi)) == MX_OK ? y : NULL;
-}
-
-/* Fails with the bridge's message when a composed value is NULL. */
-static int need(tr_ctx *t, mx_array a) {
-  if (a) return MX_OK;
-  if (!t->mx->error[0]) return tr_fail(t, "building the computation failed");
-  return MX_ERR_MLX;
 }
 
 /* Reads float input i on the host as float32 (malloc'd, *count entries). */
@@ -107,17 +74,17 @@ static int host_int_array(tr_ctx *t, int i, int64_t **vals, size_t *count) {
 /* --- GridSample -------------------------------------------------------------------------- */
 static int gs_mode(const ir_node *n, int opset) {
   const char *m = ir_attr_string(n, "mode", opset == GS_OPSET16 ? "bilinear" : "linear");
-  if (strcmp(m, "nearest") == 0) return GS_NEAREST;
-  if (strcmp(m, opset == GS_OPSET16 ? "bilinear" : "linear") == 0) return GS_LINEAR;
-  if (strcmp(m, opset == GS_OPSET16 ? "bicubic" : "cubic") == 0) return GS_CUBIC;
+  if (strcmp(m, "nearest") == 0) return SMP_NEAREST;
+  if (strcmp(m, opset == GS_OPSET16 ? "bilinear" : "linear") == 0) return SMP_LINEAR;
+  if (strcmp(m, opset == GS_OPSET16 ? "bicubic" : "cubic") == 0) return SMP_CUBIC;
   return -1;
 }
 
 static int gs_padding(const ir_node *n) {
   const char *p = ir_attr_string(n, "padding_mode", "zeros");
-  if (strcmp(p, "zeros") == 0) return PAD_ZEROS;
-  if (strcmp(p, "border") == 0) return PAD_BORDER;
-  if (strcmp(p, "reflection") == 0) return PAD_REFLECTION;
+  if (strcmp(p, "zeros") == 0) return SMP_ZEROS;
+  if (strcmp(p, "border") == 0) return SMP_BORDER;
+  if (strcmp(p, "reflection") == 0) return SMP_REFLECTION;
   return -1;
 }
 
@@ -142,106 +109,6 @@ static bool claim_grid_sample(const ir_graph *g, const ir_node *n, const op_row 
   return true;
 }
 
-/* onnx's reference _gs_reflect: folds x back into [lo, hi] (rng > 0). */
-static mx_array gs_reflect(tr_ctx *t, mx_array x, double lo, double hi) {
-  double rng = hi - lo;
-  if (rng <= 0) return CLIP(t, x, lo, hi);
-  mx_array flo = F(t, lo), fhi = F(t, hi), frng = F(t, rng), two = F(t, 2), zero = F(t, 0);
-  mx_array dlo = B(t, MX_SUBTRACT, flo, x), dhi = B(t, MX_SUBTRACT, x, fhi);
-  mx_array nlo = U(t, MX_FLOOR, B(t, MX_DIVIDE, dlo, frng));
-  mx_array nhi = U(t, MX_FLOOR, B(t, MX_DIVIDE, dhi, frng));
-  mx_array rlo = B(t, MX_SUBTRACT, dlo, B(t, MX_MULTIPLY, nlo, frng));
-  mx_array rhi = B(t, MX_SUBTRACT, dhi, B(t, MX_MULTIPLY, nhi, frng));
-  mx_array even_lo = B(t, MX_EQUAL, B(t, MX_REMAINDER, nlo, two), zero);
-  mx_array even_hi = B(t, MX_EQUAL, B(t, MX_REMAINDER, nhi, two), zero);
-  mx_array below = W(t, even_lo, B(t, MX_ADD, flo, rlo), B(t, MX_SUBTRACT, fhi, rlo));
-  mx_array above = W(t, even_hi, B(t, MX_SUBTRACT, fhi, rhi), B(t, MX_ADD, flo, rhi));
-  return W(t, B(t, MX_LESS, x, flo), below, W(t, B(t, MX_GREATER, x, fhi), above, x));
-}
-
-/* Keys' cubic convolution weights (A = -0.75) for the four taps at offsets -1..2 from floor. */
-static void gs_cubic_weights(tr_ctx *t, mx_array f, mx_array w[4]) {
-  const double A = -0.75;
-  mx_array one = F(t, 1), two = F(t, 2);
-  mx_array d[4] = {B(t, MX_ADD, f, one), f, B(t, MX_SUBTRACT, one, f), B(t, MX_SUBTRACT, two, f)};
-  for (int k = 0; k < 4; k++) {
-    mx_array x = d[k];
-    if (k == 0 || k == 3) /* ((A x - 5A) x + 8A) x - 4A */
-      w[k] = B(t, MX_SUBTRACT,
-               B(t, MX_MULTIPLY,
-                 B(t, MX_ADD, B(t, MX_MULTIPLY, B(t, MX_SUBTRACT, B(t, MX_MULTIPLY, F(t, A), x),
-                                                  F(t, 5 * A)), x), F(t, 8 * A)), x),
-               F(t, 4 * A));
-    else /* ((A + 2) x - (A + 3)) x x + 1 */
-      w[k] = B(t, MX_ADD,
-               B(t, MX_MULTIPLY,
-                 B(t, MX_MULTIPLY, B(t, MX_SUBTRACT, B(t, MX_MULTIPLY, F(t, A + 2), x),
-                                     F(t, A + 3)), x), x), one);
-  }
-}
-
-typedef struct gs_taps {
-  int count;
-  mx_array index[4];  /* float32 positions along the dim, already padded into range */
-  mx_array weight[4]; /* float32, zero for taps outside with zeros padding */
-} gs_taps;
-
-/* The taps of one spatial dim of length len for denormalised coordinates x. */
-static int gs_dim_taps(tr_ctx *t, mx_array x, int len, int mode, int padding, bool align,
-                       gs_taps *taps) {
-  double lo = align ? 0.0 : -0.5, hi = align ? len - 1.0 : len - 0.5;
-  if (mode == GS_NEAREST) x = U(t, MX_ROUND, x);
-  /* Cubic with border padding clamps each tap only, as ONNX Runtime and PyTorch do (onnx's
-   * reference clamps the coordinate first, which changes cubic results near the edges). */
-  if (padding != PAD_ZEROS && !(mode == GS_CUBIC && padding == PAD_BORDER)) {
-    mx_array outside = B(t, MX_LOGICAL_OR, B(t, MX_LESS, x, F(t, lo)),
-                         B(t, MX_GREATER, x, F(t, hi)));
-    mx_array fixed = padding == PAD_BORDER ? CLIP(t, x, 0, len - 1.0) : gs_reflect(t, x, lo, hi);
-    x = W(t, outside, fixed, x);
-  }
-  TR_TRY(need(t, x));
-  mx_array base, frac = NULL;
-  if (mode == GS_NEAREST) { /* truncation toward zero, as the reference's int cast */
-    mx_array tr = NULL, safe = CLIP(t, x, -2.0, len + 1.0); /* stays outside, fits int32 */
-    TR_TRY(need(t, safe));
-    TR_TRY(mx_astype(t->mx, &tr, safe, MX_INT32));
-    TR_TRY(mx_astype(t->mx, &base, tr, MX_FLOAT32));
-    taps->count = 1;
-    taps->index[0] = base;
-    taps->weight[0] = F(t, 1);
-  } else {
-    base = U(t, MX_FLOOR, x);
-    frac = B(t, MX_SUBTRACT, x, base);
-    if (mode == GS_LINEAR) {
-      taps->count = 2;
-      taps->index[0] = base;
-      taps->index[1] = B(t, MX_ADD, base, F(t, 1));
-      taps->weight[0] = B(t, MX_SUBTRACT, F(t, 1), frac);
-      taps->weight[1] = frac;
-    } else {
-      taps->count = 4;
-      for (int k = 0; k < 4; k++) taps->index[k] = B(t, MX_ADD, base, F(t, k - 1));
-      gs_cubic_weights(t, frac, taps->weight);
-    }
-  }
-  for (int k = 0; k < taps->count; k++) { /* the reference's _pixel_at_array */
-    mx_array i = taps->index[k];
-    if (padding == PAD_ZEROS) {
-      mx_array inside = B(t, MX_LOGICAL_AND, B(t, MX_GREATER_EQUAL, i, F(t, 0)),
-                          B(t, MX_LESS, i, F(t, len)));
-      taps->weight[k] = W(t, inside, taps->weight[k], F(t, 0));
-    } else if (padding == PAD_REFLECTION) {
-      mx_array r = gs_reflect(t, i, lo, hi), ri = NULL;
-      if (r && mx_astype(t->mx, &ri, r, MX_INT32) == MX_OK) mx_astype(t->mx, &i, ri, MX_FLOAT32);
-      else i = NULL;
-    }
-    taps->index[k] = CLIP(t, i, 0, len - 1.0);
-    TR_TRY(need(t, taps->index[k]));
-    TR_TRY(need(t, taps->weight[k]));
-  }
-  return MX_OK;
-}
-
 static int translate_grid_sample(tr_ctx *t, const ir_node *n, const op_row *r) {
   mx_array x = tr_in(t, 0), grid = tr_in(t, 1);
   int rank = mx_ndim(x), nd = rank - 2, mode = gs_mode(n, r->code), padding = gs_padding(n);
@@ -258,7 +125,7 @@ static int translate_grid_sample(tr_ctx *t, const ir_node *n, const op_row *r) {
   int gshape[3] = {batch, (int)q, nd};
   TR_TRY(mx_astype(t->mx, &g, grid, MX_FLOAT32));
   TR_TRY(mx_reshape(t->mx, &g, g, gshape, 3));
-  gs_taps taps[3];
+  smp_taps taps[3];
   int64_t stride = p;
   int strides[3];
   for (int d = 0; d < nd; d++) {
@@ -272,12 +139,18 @@ static int translate_grid_sample(tr_ctx *t, const ir_node *n, const op_row *r) {
     TR_TRY(mx_slice(t->mx, &c, g, start, stop, step, 3));
     TR_TRY(mx_squeeze(t->mx, &c, c, &last, 1));
     if (align) /* (c + 1) / 2 * (len - 1) */
-      xd = B(t, MX_MULTIPLY, B(t, MX_DIVIDE, B(t, MX_ADD, c, F(t, 1)), F(t, 2)), F(t, len - 1.0));
+      xd = smp_bin(t, MX_MULTIPLY,
+                   smp_bin(t, MX_DIVIDE, smp_bin(t, MX_ADD, c, smp_f(t, 1)), smp_f(t, 2)),
+                   smp_f(t, len - 1.0));
     else /* ((c + 1) * len - 1) / 2 */
-      xd = B(t, MX_DIVIDE, B(t, MX_SUBTRACT, B(t, MX_MULTIPLY, B(t, MX_ADD, c, F(t, 1)),
-                                              F(t, len)), F(t, 1)), F(t, 2));
-    TR_TRY(need(t, xd));
-    TR_TRY(gs_dim_taps(t, xd, len, mode, padding, align, &taps[d]));
+      xd = smp_bin(t, MX_DIVIDE,
+                   smp_bin(t, MX_SUBTRACT,
+                           smp_bin(t, MX_MULTIPLY, smp_bin(t, MX_ADD, c, smp_f(t, 1)),
+                                   smp_f(t, len)),
+                           smp_f(t, 1)),
+                   smp_f(t, 2));
+    TR_TRY(smp_need(t, xd));
+    TR_TRY(smp_dim_taps(t, xd, len, mode, padding, align, &taps[d]));
   }
   /* Every combination of one tap per dim: a flat index into X's spatial block and a weight. */
   int per = taps[0].count, combos = 1;
@@ -287,12 +160,12 @@ static int translate_grid_sample(tr_ctx *t, const ir_node *n, const op_row *r) {
     mx_array flat = NULL, w = NULL;
     for (int d = 0, rest = k; d < nd; d++, rest /= per) {
       int j = rest % per;
-      mx_array term = B(t, MX_MULTIPLY, taps[d].index[j], F(t, strides[d]));
-      flat = flat ? B(t, MX_ADD, flat, term) : term;
-      w = w ? B(t, MX_MULTIPLY, w, taps[d].weight[j]) : taps[d].weight[j];
+      mx_array term = smp_bin(t, MX_MULTIPLY, taps[d].index[j], smp_f(t, strides[d]));
+      flat = flat ? smp_bin(t, MX_ADD, flat, term) : term;
+      w = w ? smp_bin(t, MX_MULTIPLY, w, taps[d].weight[j]) : taps[d].weight[j];
     }
-    TR_TRY(need(t, flat));
-    TR_TRY(need(t, w));
+    TR_TRY(smp_need(t, flat));
+    TR_TRY(smp_need(t, w));
     TR_TRY(mx_astype(t->mx, &idx[k], flat, MX_INT32));
     int wshape[2] = {batch, (int)q};
     TR_TRY(mx_broadcast_to(t->mx, &wts[k], w, wshape, 2));
@@ -621,8 +494,8 @@ static int translate_max_unpool(tr_ctx *t, const ir_node *n, const op_row *r) {
   TR_TRY(mx_reshape(t->mx, &iv, ind, &flat, 1));
   TR_TRY(mx_scalar_int(t->mx, &lo, 0, MX_INT64));
   TR_TRY(mx_scalar_int(t->mx, &hi, total, MX_INT64));
-  TR_TRY(mx_binary(t->mx, &ok, MX_LOGICAL_AND, B(t, MX_GREATER_EQUAL, iv, lo),
-                   B(t, MX_LESS, iv, hi)));
+  TR_TRY(mx_binary(t->mx, &ok, MX_LOGICAL_AND, smp_bin(t, MX_GREATER_EQUAL, iv, lo),
+                   smp_bin(t, MX_LESS, iv, hi)));
   TR_TRY(tr_check_that(t, ok, "an index in I is outside the output (%lld elements)",
                        (long long)total));
   TR_TRY(mx_scalar_int(t->mx, &hi, total - 1, MX_INT64));
