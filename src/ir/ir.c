@@ -204,9 +204,14 @@ static bool read_attr(builder *b, const OrtOpAttr *oa, ir_attr *a) {
   const char *name = NULL;
   OrtOpAttrType t;
   TRY(b->ort->OpAttr_GetName(oa, &name));
-  TRY(b->ort->OpAttr_GetType(oa, &t));
   memset(a, 0, sizeof *a);
   a->name = ir_arena_strdup(b->arena, name);
+  OrtStatus *type_st = b->ort->OpAttr_GetType(oa, &t);
+  if (type_st) { /* a type the API has no code for (Optional's TypeProto 'type'): kept unread */
+    b->ort->ReleaseStatus(type_st);
+    a->type = IR_ATTR_OTHER;
+    return true;
+  }
   size_t got = 0;
   switch (t) {
     case ORT_OP_ATTR_INT:
