@@ -292,3 +292,35 @@ def test_string_sequence_is_declined(tmp_path):
                            [("y", TP.STRING, None)], [("pos", i64(0))])
     oc.check_declined(m, None, "construct", "has element type string, which MLX cannot hold",
                       tmp_path)
+
+
+def test_sequence_read_inside_an_if_branch_is_declined(tmp_path):
+    """An If branch reads the sequence from the outer graph (an implicit input of the If, which
+    runs on CPU): the producer and the branch's reader stay on CPU."""
+    def branch(pos, name):
+        at = node("SequenceAt", ["seq", pos], [f"{name}_out"], f"{name}_at")
+        k = helper.make_tensor(pos, TP.INT64, [], [0 if name == "then" else 1])
+        c = helper.make_node("Constant", [], [pos], name=f"{name}_pos", value=k)
+        return helper.make_graph([c, at], name, [],
+                                 [helper.make_tensor_value_info(f"{name}_out", F, None)])
+    nodes = [node("SequenceConstruct", ["a", "b"], ["seq"], "construct"),
+             helper.make_node("If", ["cond"], ["r"], name="if",
+                              then_branch=branch("p0", "then"), else_branch=branch("p1", "else")),
+             node("Neg", ["r"], ["y"], "neg")]
+    m = harness.make_model(nodes, [("a", F, [2]), ("b", F, [3]), ("cond", TP.BOOL, [])],
+                           [("y", F, None)])
+    report = tmp_path / "partition.json"
+    s = unoptimized_session(m, allow_cpu=True, report=report)
+    placed = harness.assignment(s)
+    assert placed["construct"] == "CPUExecutionProvider" and placed["neg"] == harness.EP
+    declined = {d["name"]: d["reason"] for d in json.loads(report.read_text())["declined"]}
+    assert declined["construct"] == ("sequence value 'seq' would cross the MLX boundary "
+                                     "(consumer 'if' (If) runs on CPU)")
+    # the branches' SequenceAt read 'seq' from the outer graph: declined too (their reports
+    # are separate GetCapability calls, and the report file keeps the last, the main graph's)
+    assert placed.get("then_at") != harness.EP and placed.get("else_at") != harness.EP
+    feeds = {"a": harness.rand((2,)), "b": harness.rand((3,), seed=1)}
+    for c in (True, False):
+        feeds["cond"] = np.array(c)
+        np.testing.assert_allclose(s.run(None, feeds)[0],
+                                   harness.cpu_session(m).run(None, feeds)[0])

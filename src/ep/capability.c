@@ -1,8 +1,10 @@
 /*
  * GetCapability: snapshot ORT's graph, ask the registry about every node, group the claimed
  * nodes with the partitioner and hand each group to ORT to fuse, with constant initializers
- * dropped from the fused node's inputs (Compile copies them into the plan). The partition report
- * is printed (verbose) and written (report_file) here.
+ * dropped from the fused node's inputs (Compile copies them into the plan). Claimed nodes whose
+ * sequence or optional values would cross a group's boundary are unclaimed (ep/containers.c)
+ * and the partition redone until stable. The partition report is printed (verbose) and written
+ * (report_file) here.
  */
 #include "ep/containers.h"
 #include "ep/ep_types.h"

@@ -309,6 +309,16 @@ static bool snapshot_node(builder *b, const OrtNode *on, int index) {
   n->inputs = ins;
   n->n_inputs = (int)count;
 
+  TRY(b->ort->Node_GetNumImplicitInputs(on, &count));
+  vis = ir_arena_alloc(b->arena, sizeof(*vis) * (count + 1));
+  int *implicit = ir_arena_alloc(b->arena, sizeof(int) * (count + 1));
+  if (!vis || !implicit) return false;
+  if (count) TRY(b->ort->Node_GetImplicitInputs(on, vis, count));
+  for (size_t i = 0; i < count; i++)
+    if (!intern_value(b, vis[i], &implicit[i])) return false;
+  n->implicit_inputs = implicit;
+  n->n_implicit_inputs = (int)count;
+
   TRY(b->ort->Node_GetNumOutputs(on, &count));
   vis = ir_arena_alloc(b->arena, sizeof(*vis) * (count + 1));
   int *outs = ir_arena_alloc(b->arena, sizeof(int) * (count + 1));

@@ -85,6 +85,8 @@ typedef struct ir_node {
   int n_inputs, n_outputs, n_attrs;
   const int *inputs;  /* value indices; IR_NONE for an omitted optional input */
   const int *outputs; /* value indices; IR_NONE for an omitted optional output */
+  int n_implicit_inputs;
+  const int *implicit_inputs; /* values its subgraphs (If/Loop/Scan bodies) read from outside */
   const ir_attr *attrs;
   const char *assigned_ep; /* "" unless ORT already assigned the node to an EP */
   const OrtNode *ort_node; /* only valid while ORT's graph is */

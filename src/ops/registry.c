@@ -110,10 +110,10 @@ static bool boundary_ok(const ir_graph *g, const ir_node *n, const op_row *r,
         return op_decline(why, "%s %d ('%s') is not a tensor (sequence/map/optional)",
                           pass ? "output" : "input", i, v->name);
       if (!v->is_tensor && v->kind != IR_KIND_SEQUENCE && v->kind != IR_KIND_OPTIONAL_TENSOR)
-        return op_decline(why, "%s %d ('%s') is a %s, which MLX groups do not hold (only "
+        return op_decline(why, "%s %d ('%s') is %s, which MLX groups do not hold (only "
                           "sequences of tensors and optional tensors)", pass ? "output" : "input",
                           i, v->name, v->kind == IR_KIND_OPTIONAL_SEQUENCE
-                                          ? "optional sequence" : "map or nested sequence");
+                                          ? "an optional sequence" : "a map or nested sequence");
       bool raw = ir_carrier_mx_dtype(v->elem_type) >= 0 &&
                  (r->dtypes & OP_RAW & OP_T(v->elem_type));
       if (ir_to_mx_dtype(v->elem_type) < 0 && !raw)

@@ -279,8 +279,11 @@ static int translate_get_element(tr_ctx *t, const ir_node *n, const op_row *r) {
 
 #define POSITION_NOTE(what)                                                                  \
   what "; negative counts from the back; out of range fails the run naming the node; a "    \
-       "computed position is read on the host (eager)"
-#define INSIDE_NOTE "sequences live only inside one MLX group (never a group input or output)"
+       "constant or absent position compiles shapeless, a computed one is read on the host "  \
+       "(eager)"
+#define INSIDE_NOTE                                                                          \
+  "sequences live only inside one MLX group (never a group input or output); lists are "    \
+  "trace-time structure (shapeless)"
 
 const op_row ops_sequence_rows[] = {
     {"", "SequenceConstruct", 11, 25, claim_construct, translate_construct, OP_SHAPELESS,
