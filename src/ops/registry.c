@@ -99,6 +99,14 @@ static void explain_missing(const ir_node *n, op_why why) {
     op_decline(why, "no MLX translation for %s in domain %s", n->op_type, dom);
 }
 
+static const char *container_words(ir_kind kind) {
+  switch (kind) {
+    case IR_KIND_OPTIONAL_SEQUENCE: return "an optional sequence";
+    case IR_KIND_UNKNOWN: return "of a type ONNX Runtime did not infer";
+    default: return "a map or nested sequence";
+  }
+}
+
 static bool boundary_ok(const ir_graph *g, const ir_node *n, const op_row *r,
                         const op_claim_env *env, op_why why) {
   for (int pass = 0; pass < 2; pass++) {
@@ -112,8 +120,7 @@ static bool boundary_ok(const ir_graph *g, const ir_node *n, const op_row *r,
       if (!v->is_tensor && v->kind != IR_KIND_SEQUENCE && v->kind != IR_KIND_OPTIONAL_TENSOR)
         return op_decline(why, "%s %d ('%s') is %s, which MLX groups do not hold (only "
                           "sequences of tensors and optional tensors)", pass ? "output" : "input",
-                          i, v->name, v->kind == IR_KIND_OPTIONAL_SEQUENCE
-                                          ? "an optional sequence" : "a map or nested sequence");
+                          i, v->name, container_words(v->kind));
       bool raw = ir_carrier_mx_dtype(v->elem_type) >= 0 &&
                  (r->dtypes & OP_RAW & OP_T(v->elem_type));
       if (ir_to_mx_dtype(v->elem_type) < 0 && !raw)
