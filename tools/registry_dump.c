@@ -29,6 +29,7 @@ static void print_raw(uint32_t mask) {
 }
 
 static void print_types(uint32_t mask) {
+  if (mask & OP_SEQ) printf("sequences/optionals of: ");
   if (!mask || (mask & OP_ALL) == OP_ALL) { /* every type MLX holds (float64 only when listed) */
     printf((mask & OP_F64) ? "any, float64" : "any");
     print_raw(mask);

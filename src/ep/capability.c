@@ -1,9 +1,12 @@
 /*
  * GetCapability: snapshot ORT's graph, ask the registry about every node, group the claimed
  * nodes with the partitioner and hand each group to ORT to fuse, with constant initializers
- * dropped from the fused node's inputs (Compile copies them into the plan). The partition report
- * is printed (verbose) and written (report_file) here.
+ * dropped from the fused node's inputs (Compile copies them into the plan). Claimed nodes whose
+ * sequence or optional values would cross a group's boundary are unclaimed (ep/containers.c)
+ * and the partition redone until stable. The partition report is printed (verbose) and written
+ * (report_file) here.
  */
+#include "ep/containers.h"
 #include "ep/ep_types.h"
 #include "ep/report.h"
 #include "ir/partition.h"
@@ -30,6 +33,24 @@ static OrtStatus *add_groups(mlx_ep *ep, const ir_graph *g, const int *group_of,
   }
   free(members);
   return st;
+}
+
+typedef struct decline_ctx {
+  const ir_graph *g;
+  report *r;
+} decline_ctx;
+
+/* Records a node the boundary rule for sequences unclaimed after the registry claimed it. */
+static void boundary_decline(void *user, int node, const char *reason) {
+  decline_ctx *c = user;
+  const ir_node *nd = &c->g->nodes[node];
+  report_decline *d = &c->r->declines[c->r->n_declines++];
+  d->op = nd->op_type;
+  d->domain = nd->domain;
+  d->name = nd->name;
+  d->since_version = nd->since_version;
+  snprintf(d->reason, sizeof d->reason, "%s", reason);
+  c->r->claimed--;
 }
 
 OrtStatus *ORT_API_CALL ep_get_capability(OrtEp *this_ptr, const OrtGraph *graph,
@@ -78,7 +99,17 @@ OrtStatus *ORT_API_CALL ep_get_capability(OrtEp *this_ptr, const OrtGraph *graph
     d->since_version = nd->since_version;
     r.n_declines++;
   }
-  r.groups = partition_groups(g, claimed, group_of, NULL);
+  /* Sequences and optionals must stay inside one group: unclaim what would cross, regroup. */
+  decline_ctx dc = {.g = g, .r = &r};
+  int dropped = 0;
+  do {
+    r.groups = partition_groups(g, claimed, group_of, NULL);
+    if (r.groups >= 0) dropped = containers_enforce(g, claimed, group_of, boundary_decline, &dc);
+  } while (r.groups >= 0 && dropped > 0);
+  if (dropped < 0) {
+    st = ep_status(ep->ort, ORT_FAIL, "%s: out of memory", EP_NAME);
+    goto done;
+  }
   if (r.groups < 0) {
     st = ep_status(ep->ort, ORT_FAIL, "%s: GetCapability: cannot order the graph", EP_NAME);
     goto done;

@@ -78,6 +78,43 @@ static bool read_tensor_value(builder *b, const OrtValue *value, int *elem, int 
   return true;
 }
 
+/* The kind and element type of a sequence's or optional's contents (one level of nesting:
+ * seq(tensor), optional(tensor), optional(seq(tensor)); anything deeper is IR_KIND_OTHER). */
+static bool describe_container(builder *b, const OrtTypeInfo *ti, int depth, ir_kind *kind,
+                               int *elem) {
+  enum ONNXType t;
+  TRY(b->ort->GetOnnxTypeFromTypeInfo(ti, &t));
+  if (t == ONNX_TYPE_TENSOR) {
+    const OrtTensorTypeAndShapeInfo *tsi = NULL;
+    ONNXTensorElementDataType et = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+    TRY(b->ort->CastTypeInfoToTensorInfo(ti, &tsi));
+    if (tsi) TRY(b->ort->GetTensorElementType(tsi, &et));
+    *elem = (int)et;
+    *kind = IR_KIND_TENSOR;
+    return true;
+  }
+  *kind = IR_KIND_OTHER;
+  if (depth > 1 || (t != ONNX_TYPE_SEQUENCE && t != ONNX_TYPE_OPTIONAL)) return true;
+  OrtTypeInfo *inner = NULL;
+  if (t == ONNX_TYPE_SEQUENCE) {
+    const OrtSequenceTypeInfo *si = NULL;
+    TRY(b->ort->CastTypeInfoToSequenceTypeInfo(ti, &si));
+    if (si) TRY(b->ort->GetSequenceElementType(si, &inner));
+  } else {
+    const OrtOptionalTypeInfo *oi = NULL;
+    TRY(b->ort->CastTypeInfoToOptionalTypeInfo(ti, &oi));
+    if (oi) TRY(b->ort->GetOptionalContainedTypeInfo(oi, &inner));
+  }
+  if (!inner) return true;
+  ir_kind in_kind = IR_KIND_OTHER;
+  bool ok = describe_container(b, inner, depth + 1, &in_kind, elem);
+  b->ort->ReleaseTypeInfo(inner);
+  if (t == ONNX_TYPE_SEQUENCE && in_kind == IR_KIND_TENSOR) *kind = IR_KIND_SEQUENCE;
+  if (t == ONNX_TYPE_OPTIONAL && in_kind == IR_KIND_TENSOR) *kind = IR_KIND_OPTIONAL_TENSOR;
+  if (t == ONNX_TYPE_OPTIONAL && in_kind == IR_KIND_SEQUENCE) *kind = IR_KIND_OPTIONAL_SEQUENCE;
+  return ok;
+}
+
 static bool describe_value(builder *b, const OrtValueInfo *vi, ir_value *v) {
   const OrtTypeInfo *ti = NULL;
   TRY(b->ort->GetValueInfoTypeInfo(vi, &ti));
@@ -87,7 +124,8 @@ static bool describe_value(builder *b, const OrtValueInfo *vi, ir_value *v) {
   enum ONNXType kind;
   TRY(b->ort->GetOnnxTypeFromTypeInfo(ti, &kind));
   v->is_tensor = kind == ONNX_TYPE_TENSOR;
-  if (!v->is_tensor) return true;
+  if (!v->is_tensor) return describe_container(b, ti, 0, &v->kind, &v->elem_type);
+  v->kind = IR_KIND_TENSOR;
   const OrtTensorTypeAndShapeInfo *tsi = NULL;
   TRY(b->ort->CastTypeInfoToTensorInfo(ti, &tsi));
   if (!tsi) return true;
@@ -166,9 +204,14 @@ static bool read_attr(builder *b, const OrtOpAttr *oa, ir_attr *a) {
   const char *name = NULL;
   OrtOpAttrType t;
   TRY(b->ort->OpAttr_GetName(oa, &name));
-  TRY(b->ort->OpAttr_GetType(oa, &t));
   memset(a, 0, sizeof *a);
   a->name = ir_arena_strdup(b->arena, name);
+  OrtStatus *type_st = b->ort->OpAttr_GetType(oa, &t);
+  if (type_st) { /* a type the API has no code for (Optional's TypeProto 'type'): kept unread */
+    b->ort->ReleaseStatus(type_st);
+    a->type = IR_ATTR_OTHER;
+    return true;
+  }
   size_t got = 0;
   switch (t) {
     case ORT_OP_ATTR_INT:
@@ -265,6 +308,16 @@ static bool snapshot_node(builder *b, const OrtNode *on, int index) {
     if (!intern_value(b, vis[i], &ins[i])) return false;
   n->inputs = ins;
   n->n_inputs = (int)count;
+
+  TRY(b->ort->Node_GetNumImplicitInputs(on, &count));
+  vis = ir_arena_alloc(b->arena, sizeof(*vis) * (count + 1));
+  int *implicit = ir_arena_alloc(b->arena, sizeof(int) * (count + 1));
+  if (!vis || !implicit) return false;
+  if (count) TRY(b->ort->Node_GetImplicitInputs(on, vis, count));
+  for (size_t i = 0; i < count; i++)
+    if (!intern_value(b, vis[i], &implicit[i])) return false;
+  n->implicit_inputs = implicit;
+  n->n_implicit_inputs = (int)count;
 
   TRY(b->ort->Node_GetNumOutputs(on, &count));
   vis = ir_arena_alloc(b->arena, sizeof(*vis) * (count + 1));

@@ -32,10 +32,22 @@ enum {
 
 enum { IR_NONE = -1, IR_DIM_UNKNOWN = -1 };
 
+/* What kind of value a name holds (ORT's ONNXType, with optionals split by what they hold). */
+typedef enum ir_kind {
+  IR_KIND_UNKNOWN = 0,     /* no type information */
+  IR_KIND_TENSOR,
+  IR_KIND_SEQUENCE,        /* seq(tensor): elem_type is the tensors' */
+  IR_KIND_OPTIONAL_TENSOR, /* optional(tensor): elem_type is the tensor's */
+  IR_KIND_OPTIONAL_SEQUENCE, /* optional(seq(tensor)): elem_type is the tensors' */
+  IR_KIND_OTHER            /* maps, sparse tensors, nested sequences */
+} ir_kind;
+
 typedef struct ir_value {
   const char *name;
   bool is_tensor;  /* false for sequences, maps, optionals */
-  int elem_type;   /* IR_* code; IR_UNDEFINED when unknown */
+  ir_kind kind;
+  int elem_type;   /* IR_* code (of the tensors inside, for sequences and optionals);
+                    * IR_UNDEFINED when unknown */
   int rank;        /* -1 when the shape is unknown */
   const int64_t *dims; /* rank entries, IR_DIM_UNKNOWN for symbolic or unknown dims */
   bool is_constant;    /* a constant initializer */
@@ -73,6 +85,8 @@ typedef struct ir_node {
   int n_inputs, n_outputs, n_attrs;
   const int *inputs;  /* value indices; IR_NONE for an omitted optional input */
   const int *outputs; /* value indices; IR_NONE for an omitted optional output */
+  int n_implicit_inputs;
+  const int *implicit_inputs; /* values its subgraphs (If/Loop/Scan bodies) read from outside */
   const ir_attr *attrs;
   const char *assigned_ep; /* "" unless ORT already assigned the node to an EP */
   const OrtNode *ort_node; /* only valid while ORT's graph is */

@@ -20,7 +20,7 @@ static const op_row *const families[] = {
     ops_ssm_scatter_rows, ops_ssm_conv_rows, ops_ssm_attention_rows, ops_ssm_gates_rows,
     ops_quant_rows, ops_attention_rows,
     ops_signal_rows, ops_vision_rows, ops_linalg_rows, ops_random_rows, ops_misc_nn_rows,
-    ops_rnn_rows, ops_deform_conv_rows, ops_tfidf_rows,
+    ops_rnn_rows, ops_deform_conv_rows, ops_tfidf_rows, ops_sequence_rows,
     NULL};
 
 int ir_to_mx_dtype(int t) {
@@ -99,6 +99,14 @@ static void explain_missing(const ir_node *n, op_why why) {
     op_decline(why, "no MLX translation for %s in domain %s", n->op_type, dom);
 }
 
+static const char *container_words(ir_kind kind) {
+  switch (kind) {
+    case IR_KIND_OPTIONAL_SEQUENCE: return "an optional sequence";
+    case IR_KIND_UNKNOWN: return "of a type ONNX Runtime did not infer";
+    default: return "a map or nested sequence";
+  }
+}
+
 static bool boundary_ok(const ir_graph *g, const ir_node *n, const op_row *r,
                         const op_claim_env *env, op_why why) {
   for (int pass = 0; pass < 2; pass++) {
@@ -106,9 +114,13 @@ static bool boundary_ok(const ir_graph *g, const ir_node *n, const op_row *r,
     for (int i = 0; i < count; i++) {
       const ir_value *v = pass ? ir_output(g, n, i) : ir_input(g, n, i);
       if (!v) continue;
-      if (!v->is_tensor)
+      if (!v->is_tensor && !(r->dtypes & OP_SEQ))
         return op_decline(why, "%s %d ('%s') is not a tensor (sequence/map/optional)",
                           pass ? "output" : "input", i, v->name);
+      if (!v->is_tensor && v->kind != IR_KIND_SEQUENCE && v->kind != IR_KIND_OPTIONAL_TENSOR)
+        return op_decline(why, "%s %d ('%s') is %s, which MLX groups do not hold (only "
+                          "sequences of tensors and optional tensors)", pass ? "output" : "input",
+                          i, v->name, container_words(v->kind));
       bool raw = ir_carrier_mx_dtype(v->elem_type) >= 0 &&
                  (r->dtypes & OP_RAW & OP_T(v->elem_type));
       if (ir_to_mx_dtype(v->elem_type) < 0 && !raw)

@@ -68,6 +68,11 @@ typedef int (*op_prepare_fn)(struct tr_ctx *t, const ir_node *n, const struct op
    OP_T(IR_FLOAT8E5M2FNUZ) | OP_T(IR_FLOAT8E8M0) | OP_T(IR_UINT4) | OP_T(IR_INT4) |            \
    OP_T(IR_FLOAT4E2M1) | OP_T(IR_UINT2) | OP_T(IR_INT2))
 
+/* Not an element type: the row takes or makes sequence / optional values (ops/sequence.c).
+ * Such values may only live inside one fused group; capability.c's boundary rule
+ * (ep/containers.c) declines any that would cross it. */
+#define OP_SEQ (1u << 31)
+
 typedef struct op_row {
   const char *domain; /* "" for ai.onnx */
   const char *op_type;

@@ -55,17 +55,25 @@ static bool all_inputs_constant(const plan *p, const ir_node *n) {
 }
 
 /* Runs one node's translator, reporting failures with the node's name and op. */
+bool plan_node_touches_container(const ir_graph *g, const ir_node *n) {
+  for (int i = 0; i < n->n_inputs; i++)
+    if (n->inputs[i] != IR_NONE && !g->values[n->inputs[i]].is_tensor) return true;
+  for (int i = 0; i < n->n_outputs; i++)
+    if (n->outputs[i] != IR_NONE && !g->values[n->outputs[i]].is_tensor) return true;
+  return false;
+}
+
 int plan_translate_node(const plan *p, mx_ctx *ctx, mx_array *values, const mx_array *known,
-                        int index, tr_checks *checks, unsigned *host_reads, char *err,
-                        size_t len) {
+                        tr_seqs *seqs, int index, tr_checks *checks, unsigned *host_reads,
+                        char *err, size_t len) {
   const ir_node *n = &p->g->nodes[index];
   tr_ctx t = {.mx = ctx, .g = p->g, .values = values, .const_values = known,
               .node = n, .checks = checks, .path_note = &p->node_paths[index],
               .fast_kernels = p->fast_kernels,
-              .derived = &p->derived[(size_t)index * TR_DERIVED_SLOTS]};
+              .derived = &p->derived[(size_t)index * TR_DERIVED_SLOTS], .seqs = seqs};
   ctx->error[0] = 0;
   for (int i = 0; i < n->n_inputs; i++)
-    if (n->inputs[i] != IR_NONE && !values[n->inputs[i]]) {
+    if (n->inputs[i] != IR_NONE && !tr_value_ready(&t, n->inputs[i])) {
       snprintf(err, len, "node '%s' (%s): input %d ('%s') has no value here", n->name,
                n->op_type, i, p->g->values[n->inputs[i]].name);
       return MX_ERR_ARG;
@@ -78,7 +86,7 @@ int plan_translate_node(const plan *p, mx_ctx *ctx, mx_array *values, const mx_a
     return rc;
   }
   for (int k = 0; k < n->n_outputs; k++)
-    if (n->outputs[k] != IR_NONE && !values[n->outputs[k]]) {
+    if (n->outputs[k] != IR_NONE && !tr_value_ready(&t, n->outputs[k])) {
       snprintf(err, len, "node '%s' (%s): output %d was not produced", n->name, n->op_type, k);
       return MX_ERR_ARG;
     }
@@ -103,16 +111,19 @@ int plan_verify_checks(mx_ctx *ctx, tr_checks *checks, char *err, size_t len) {
 }
 
 /* Nodes whose inputs are all constant (Constant itself, shape arithmetic on initializers) run
- * once here; their outputs become constants. Eager rows (random, host reads) are left alone. */
+ * once here; their outputs become constants. Eager rows (random, host reads) are left alone, and
+ * so are nodes touching sequences (a constant is one array, not a list). */
 static int fold_constants(plan *p, mx_ctx *ctx, char *err, size_t len) {
   for (int k = 0; k < p->g->n_nodes; k++) {
     int i = p->order[k];
     const ir_node *n = &p->g->nodes[i];
-    if (p->rows[i]->compile_class == OP_EAGER || !all_inputs_constant(p, n)) continue;
+    if (p->rows[i]->compile_class == OP_EAGER || !all_inputs_constant(p, n) ||
+        plan_node_touches_container(p->g, n))
+      continue;
     unsigned reads = 0;
     tr_checks checks = {0};
-    int rc = plan_translate_node(p, ctx, p->const_values, p->const_values, i, &checks, &reads,
-                                 err, len);
+    int rc = plan_translate_node(p, ctx, p->const_values, p->const_values, NULL, i, &checks,
+                                 &reads, err, len);
     if (rc == MX_OK) rc = plan_verify_checks(ctx, &checks, err, len);
     free(checks.items);
     if (rc != MX_OK) return rc;
@@ -156,7 +167,8 @@ static void mark_shape_nodes(plan *p) {
   for (int k = 0; k < p->g->n_nodes; k++) {
     int i = p->order[k];
     const ir_node *n = &p->g->nodes[i];
-    if (p->folded[i] || p->classes[i] == OP_EAGER) continue;
+    if (p->folded[i] || p->classes[i] == OP_EAGER || plan_node_touches_container(p->g, n))
+      continue;
     /* Shape and Size read only shapes, which a keyed variant fixes, whatever their input. */
     bool from_shape = strcmp(n->op_type, "Shape") == 0 || strcmp(n->op_type, "Size") == 0;
     bool all_known = n->n_inputs > 0, any_derived = false;

@@ -76,11 +76,19 @@ static int bind_inputs(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array
 static int translate_all(const plan *p, mx_ctx *ctx, mx_array *values, const mx_array *known,
                          bool skip_shape_nodes, tr_checks *checks, mx_array *outputs,
                          unsigned *host_reads, char *err, size_t len) {
-  for (int k = 0; k < p->g->n_nodes; k++) {
+  tr_seqs seqs;
+  if (!tr_seqs_init(&seqs, p->g->n_values)) {
+    snprintf(err, len, "out of memory");
+    return MX_ERR_NOMEM;
+  }
+  int rc = MX_OK;
+  for (int k = 0; rc == MX_OK && k < p->g->n_nodes; k++) {
     int i = p->order[k];
     if (p->folded[i] || (skip_shape_nodes && p->shape_node[i])) continue;
-    TR_TRY(plan_translate_node(p, ctx, values, known, i, checks, host_reads, err, len));
+    rc = plan_translate_node(p, ctx, values, known, &seqs, i, checks, host_reads, err, len);
   }
+  tr_seqs_free(&seqs); /* sequences never leave the group: the outputs are arrays */
+  if (rc != MX_OK) return rc;
   for (int k = 0; k < p->g->n_graph_outputs; k++) {
     const ir_value *v = &p->g->values[p->g->graph_outputs[k]];
     outputs[k] = values[p->g->graph_outputs[k]];
@@ -214,11 +222,13 @@ static int compute_shape_values(plan *p, mx_ctx *ctx, plan_cache_entry *e, const
   char err[MX_ERROR_LEN] = "";
   unsigned reads = 0;
   tr_checks checks = {0};
+  tr_seqs seqs = {0};
+  if (rc == MX_OK && !tr_seqs_init(&seqs, p->g->n_values)) rc = MX_ERR_NOMEM;
   for (int k = 0; rc == MX_OK && k < p->g->n_nodes; k++) {
     int i = p->order[k];
     if (p->folded[i]) continue;
     sctx.arena = p->shape_node[i] ? e->arena : scratch;
-    rc = plan_translate_node(p, &sctx, values, p->const_values, i, &checks, &reads, err,
+    rc = plan_translate_node(p, &sctx, values, p->const_values, &seqs, i, &checks, &reads, err,
                              sizeof err);
     const ir_node *n = &p->g->nodes[i];
     for (int o = 0; rc == MX_OK && p->shape_node[i] && o < n->n_outputs; o++) {
@@ -233,6 +243,7 @@ static int compute_shape_values(plan *p, mx_ctx *ctx, plan_cache_entry *e, const
   }
   if (rc == MX_OK) rc = plan_verify_checks(&sctx, &checks, err, sizeof err);
   if (rc != MX_OK) mx_set_error(ctx, "%s", err[0] ? err : "computing shape values failed");
+  tr_seqs_free(&seqs);
   free(checks.items);
   free(values);
   mx_arena_free(scratch);

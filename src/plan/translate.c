@@ -151,3 +151,49 @@ int tr_slice_axis(tr_ctx *t, mx_array a, int axis, int start, int stop, mx_array
   hi[axis] = stop;
   return mx_slice(t->mx, out, a, lo, hi, step, nd);
 }
+
+/* --- sequences and optionals -------------------------------------------------------------- */
+bool tr_seqs_init(tr_seqs *s, int n_values) {
+  s->slots = calloc((size_t)n_values + 1, sizeof *s->slots);
+  s->n_values = s->slots ? n_values : 0;
+  return s->slots != NULL;
+}
+
+void tr_seqs_free(tr_seqs *s) {
+  for (int v = 0; s->slots && v < s->n_values; v++) free(s->slots[v].items);
+  free(s->slots);
+  s->slots = NULL;
+  s->n_values = 0;
+}
+
+static tr_seq *seq_slot(const tr_ctx *t, int v) {
+  return t->seqs && v >= 0 && v < t->seqs->n_values ? &t->seqs->slots[v] : NULL;
+}
+
+bool tr_value_ready(const tr_ctx *t, int v) {
+  if (t->values[v]) return true;
+  tr_seq *s = seq_slot(t, v);
+  return s && s->set;
+}
+
+int tr_seq_in(tr_ctx *t, int i, const mx_array **items, int *count) {
+  tr_seq *s = ir_has_input(t->node, i) ? seq_slot(t, t->node->inputs[i]) : NULL;
+  if (!s || !s->set) return tr_fail(t, "input %d holds no sequence here", i);
+  *items = s->items;
+  *count = s->count;
+  return MX_OK;
+}
+
+int tr_seq_out(tr_ctx *t, int i, const mx_array *items, int count) {
+  if (!tr_has_out(t, i)) return MX_OK;
+  tr_seq *s = seq_slot(t, t->node->outputs[i]);
+  if (!s) return tr_fail(t, "sequence values are not available here");
+  mx_array *copy = malloc(sizeof(mx_array) * ((size_t)count + 1));
+  if (!copy) return tr_fail(t, "out of memory");
+  for (int k = 0; k < count; k++) copy[k] = items[k];
+  free(s->items);
+  s->items = copy;
+  s->count = count;
+  s->set = true;
+  return MX_OK;
+}

@@ -31,6 +31,26 @@ typedef struct tr_checks {
 
 enum { TR_DERIVED_SLOTS = 2 };
 
+/* Sequence and optional values of one translation (see docs/ARCHITECTURE.md, "Sequences"): they
+ * live only inside a fused group, so they are never MLX arrays of their own but lists of arrays
+ * kept here, per value index, for as long as one translation (an eager run, a trace, a keyed
+ * variant's shape pass) lasts. An optional holds 0 (none) or 1 item. values[] stays NULL for
+ * them. */
+typedef struct tr_seq {
+  mx_array *items; /* malloc'd; the arrays live in the translation's arena */
+  int count;
+  bool set; /* produced in this translation */
+} tr_seq;
+
+typedef struct tr_seqs {
+  tr_seq *slots; /* per value index of g */
+  int n_values;
+} tr_seqs;
+
+/* A table for g's values (false when out of memory); tr_seqs_free frees the lists. */
+bool tr_seqs_init(tr_seqs *s, int n_values);
+void tr_seqs_free(tr_seqs *s);
+
 typedef struct tr_ctx {
   mx_ctx *mx;
   const ir_graph *g;
@@ -43,6 +63,7 @@ typedef struct tr_ctx {
   bool fast_kernels;      /* custom kernels allowed (off: ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN) */
   mx_array *derived;      /* this node's TR_DERIVED_SLOTS values prepared at plan build */
   bool preparing;         /* inside a row's prepare hook (plan build, constants arena) */
+  tr_seqs *seqs;          /* sequence/optional values (NULL where none may occur) */
 } tr_ctx;
 
 mx_array tr_in(tr_ctx *t, int i); /* NULL for an absent optional input */
@@ -74,6 +95,12 @@ mx_array tr_derived(const tr_ctx *t, int slot);
 int tr_keep_derived(tr_ctx *t, int slot, mx_array a);
 /* a[start:stop] along one axis, every other axis whole (the rank is kept). */
 int tr_slice_axis(tr_ctx *t, mx_array a, int axis, int start, int stop, mx_array *out);
+/* Sequence (and optional) values: input i's items (borrowed until the translation ends), or a
+ * failure when input i is absent or holds no sequence; output i set to a copy of items. */
+int tr_seq_in(tr_ctx *t, int i, const mx_array **items, int *count);
+int tr_seq_out(tr_ctx *t, int i, const mx_array *items, int count);
+/* Whether value v (a value index) has been produced: an array, or a sequence in t->seqs. */
+bool tr_value_ready(const tr_ctx *t, int v);
 /* A scalar of dtype (helper for constants such as 1 or 0.5 in compositions). */
 int tr_scalar(tr_ctx *t, mx_array *out, double v, mx_dtype dtype);
 
