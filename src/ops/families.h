@@ -30,6 +30,7 @@ extern const op_row ops_vision_rows[]; /* GridSample, AffineGrid, RoiAlign, MaxU
 extern const op_row ops_linalg_rows[]; /* Einsum, Det */
 extern const op_row ops_random_rows[]; /* RandomNormal/Uniform(Like), Bernoulli, Multinomial */
 extern const op_row ops_rnn_rows[]; /* RNN, GRU, LSTM */
+extern const op_row ops_control_rows[]; /* If, Loop, Scan (subgraphs unrolled) */
 extern const op_row ops_misc_nn_rows[]; /* RotaryEmbedding, NLL/SoftmaxCrossEntropy losses, MaxRoiPool */
 
 /* Translators shared by several families (ops/common.c): one bridge op named by row->code,

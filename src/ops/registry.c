@@ -20,7 +20,7 @@ static const op_row *const families[] = {
     ops_ssm_scatter_rows, ops_ssm_conv_rows, ops_ssm_attention_rows, ops_ssm_gates_rows,
     ops_quant_rows, ops_attention_rows,
     ops_signal_rows, ops_vision_rows, ops_linalg_rows, ops_random_rows, ops_misc_nn_rows,
-    ops_rnn_rows,
+    ops_rnn_rows, ops_control_rows,
     NULL};
 
 int ir_to_mx_dtype(int t) {
@@ -126,6 +126,23 @@ static bool boundary_ok(const ir_graph *g, const ir_node *n, const op_row *r,
   return true;
 }
 
+/* A control-flow node runs whole or not at all: every node of its subgraphs must be claimable
+ * (their own assignment is ignored: ORT partitions subgraphs first). The first that is not
+ * gives the reason. */
+static bool bodies_ok(const ir_node *n, const op_claim_env *env, op_why why) {
+  for (int k = 0; k < n->n_subgraphs; k++) {
+    const ir_graph *body = n->subgraphs[k].graph;
+    for (int i = 0; body && i < body->n_nodes; i++) {
+      const ir_node *b = &body->nodes[i];
+      char inner[400];
+      if (!op_claim(body, b, env, inner, sizeof inner))
+        return op_decline(why, "%s node '%s' (%s): %s", n->subgraphs[k].attr, b->name,
+                          b->op_type, inner);
+    }
+  }
+  return true;
+}
+
 const op_row *op_claim(const ir_graph *g, const ir_node *n, const op_claim_env *env, char *text,
                        size_t len) {
   op_why why = {text, len};
@@ -143,6 +160,7 @@ const op_row *op_claim(const ir_graph *g, const ir_node *n, const op_claim_env *
     return NULL;
   }
   if (r->claim && !r->claim(g, n, r, why)) return NULL;
+  if (!bodies_ok(n, env, why)) return NULL;
   return r;
 }
 
