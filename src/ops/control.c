@@ -206,10 +206,18 @@ static int translate_scan(tr_ctx *t, const ir_node *n, const op_row *r) {
 }
 
 /* --- Loop -------------------------------------------------------------------------------- */
-/* True when the body's condition output is its condition input, passed through unchanged. */
+/* True when the body's condition output is its condition input, passed through unchanged
+ * (directly or through Identity nodes). */
 static bool cond_passes_through(const ir_graph *body) {
-  return body->n_graph_inputs >= 2 && body->n_graph_outputs >= 1 &&
-         body->graph_outputs[0] != IR_NONE && body->graph_outputs[0] == body->graph_inputs[1];
+  if (body->n_graph_inputs < 2 || body->n_graph_outputs < 1) return false;
+  int v = body->graph_outputs[0];
+  for (int hops = 0; v != IR_NONE && hops <= body->n_nodes; hops++) {
+    if (v == body->graph_inputs[1]) return true;
+    int p = body->values[v].producer;
+    if (p == IR_NONE || strcmp(body->nodes[p].op_type, "Identity") != 0) return false;
+    v = body->nodes[p].n_inputs ? body->nodes[p].inputs[0] : IR_NONE;
+  }
+  return false;
 }
 
 static bool const_trip_count(const ir_graph *g, const ir_node *n, int64_t *m) {

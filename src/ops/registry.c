@@ -126,20 +126,25 @@ static bool boundary_ok(const ir_graph *g, const ir_node *n, const op_row *r,
   return true;
 }
 
-/* A control-flow node runs whole or not at all: every node of its subgraphs must be claimable
- * (their own assignment is ignored: ORT partitions subgraphs first). The first that is not
- * gives the reason. */
+/* A control-flow node runs whole or not at all: every node of its subgraphs must be claimable.
+ * The first node that is not gives the reason. Nodes some EP already took inside a subgraph
+ * (ORT partitions subgraphs first; when the owner was not claimable as a whole, we claimed
+ * pieces of If branches) are looked at last, so the reason names the node that decided it. */
 static bool bodies_ok(const ir_node *n, const op_claim_env *env, op_why why) {
-  for (int k = 0; k < n->n_subgraphs; k++) {
-    const ir_graph *body = n->subgraphs[k].graph;
-    for (int i = 0; body && i < body->n_nodes; i++) {
-      const ir_node *b = &body->nodes[i];
-      char inner[400];
-      if (!op_claim(body, b, env, inner, sizeof inner))
-        return op_decline(why, "%s node '%s' (%s): %s", n->subgraphs[k].attr, b->name,
-                          b->op_type, inner);
+  for (int pass = 0; pass < 2; pass++)
+    for (int k = 0; k < n->n_subgraphs; k++) {
+      const ir_graph *body = n->subgraphs[k].graph;
+      for (int i = 0; body && i < body->n_nodes; i++) {
+        const ir_node *b = &body->nodes[i];
+        if ((b->assigned_ep[0] != 0) != (pass == 1)) continue;
+        char inner[400];
+        if (pass == 1)
+          snprintf(inner, sizeof inner, "already placed on %s", b->assigned_ep);
+        if (pass == 1 || !op_claim(body, b, env, inner, sizeof inner))
+          return op_decline(why, "%s node '%s' (%s): %s", n->subgraphs[k].attr, b->name,
+                            b->op_type, inner);
+      }
     }
-  }
   return true;
 }
 

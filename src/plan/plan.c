@@ -186,7 +186,8 @@ static void choose_path(plan *p, const plan_config *cfg) {
   p->path_reason = "every node is shapeless-safe";
   int live = 0;
   for (int i = 0; i < p->g->n_nodes; i++) {
-    live += !p->folded[i];
+    /* a control-flow node unrolls its subgraphs: more than one op to fuse */
+    live += !p->folded[i] ? 1 + (p->g->nodes[i].n_subgraphs > 0) : 0;
     if (p->folded[i] || p->classes[i] <= worst) continue;
     worst = p->classes[i];
     snprintf(p->path_reason_buf, sizeof p->path_reason_buf, "%s '%s' is %s",
