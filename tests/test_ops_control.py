@@ -187,15 +187,27 @@ def test_scan_states_directions_axes():
     harness.check_against_cpu(m, feeds, rtol=1e-5, atol=1e-5)
 
 
-def test_scan8_declined(tmp_path):
-    body = graph([helper.make_node("Add", ["s_in", "x_t"], ["s_out"], name="body_add")], "body",
-                 [vi("s_in", F, [3]), vi("x_t", F, [3])], [vi("s_out", F, [3])])
-    node = helper.make_node("Scan", ["", "s0", "x"], ["s"], name="scan", body=body,
-                            num_scan_inputs=1)
-    m = harness.make_model([node], [("s0", F, [1, 3]), ("x", F, [1, 4, 3])], [("s", F, None)],
-                           opset=8)
-    oc.check_declined(m, {"s0": np.zeros((1, 3), np.float32), "x": harness.rand((1, 4, 3))},
-                      "scan", "Scan-8", tmp_path)
+def scan8_model(with_lens=False):
+    body = graph([helper.make_node("Add", ["s_in", "x_t"], ["s_out"], name="body_add"),
+                  helper.make_node("Mul", ["s_out", "x_t"], ["y_t"], name="body_mul")], "body",
+                 [vi("s_in", F, [3]), vi("x_t", F, [3])], [vi("s_out", F, [3]), vi("y_t", F, [3])])
+    node = helper.make_node("Scan", ["lens" if with_lens else "", "s0", "x"], ["s", "y"],
+                            name="scan", body=body, num_scan_inputs=1, directions=[1])
+    inputs = [("s0", F, [2, 3]), ("x", F, [2, 4, 3])] + ([("lens", I64, [2])] if with_lens
+                                                          else [])
+    return harness.make_model([node], inputs, [("s", F, None), ("y", F, None)], opset=8)
+
+
+def test_scan8_batch():
+    """Scan-8: a scan per batch entry (axis 0), along axis 1, here in reverse."""
+    feeds = {"s0": harness.rand((2, 3), seed=1), "x": harness.rand((2, 4, 3), seed=2)}
+    harness.check_against_cpu(scan8_model(), feeds, rtol=1e-5, atol=1e-5)
+
+
+def test_scan8_sequence_lens_declined(tmp_path):
+    feeds = {"s0": harness.rand((2, 3), seed=1), "x": harness.rand((2, 4, 3), seed=2),
+             "lens": np.array([4, 2], np.int64)}
+    oc.check_declined(scan8_model(with_lens=True), feeds, "scan", "sequence_lens", tmp_path)
 
 
 # --- Loop -------------------------------------------------------------------------------------

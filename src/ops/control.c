@@ -9,8 +9,8 @@
  * condition on the host and, when the body computes the condition, reads it after every
  * iteration (eager); a loop whose condition the body only passes through and whose trip count is
  * constant is shape-keyed. Unrolling stops at CONTROL_UNROLL_CAP iterations with an error naming
- * the node; a loop known to exceed it is declined at claim time. Scan-8 (batch axis and
- * sequence_lens) is declined.
+ * the node; a loop known to exceed it is declined at claim time. Scan-8 is a Scan per entry of
+ * its batch axis; its per-entry lengths (sequence_lens) are declined.
  */
 #include "ops/families.h"
 #include "plan/translate.h"
@@ -95,29 +95,36 @@ static int translate_if(tr_ctx *t, const ir_node *n, const op_row *r) {
 }
 
 /* --- Scan -------------------------------------------------------------------------------- */
+/* Scan's layout. Scan-8 puts an optional sequence_lens first and a batch axis in front of every
+ * state and scan input and output (scanned along axis 1, directions in 'directions'); from 9 on
+ * there is no batch axis and the axes are attributes. */
 typedef struct scan_form {
+  int first; /* node input of the first state: 1 for Scan-8 (after sequence_lens), else 0 */
   int n_state, n_scan_in, n_scan_out;
   const ir_attr *in_dirs, *out_dirs, *in_axes, *out_axes;
 } scan_form;
 
 static bool scan_form_of(const ir_node *n, const ir_graph *body, scan_form *f, op_why why) {
   memset(f, 0, sizeof *f);
+  bool v8 = n->since_version < 9;
+  f->first = v8 ? 1 : 0;
   int64_t m = ir_attr_int(n, "num_scan_inputs", -1);
-  if (m < 1 || m > n->n_inputs) return op_decline(why, "num_scan_inputs is missing or invalid");
+  if (m < 1 || m > n->n_inputs - f->first)
+    return op_decline(why, "num_scan_inputs is missing or invalid");
   f->n_scan_in = (int)m;
-  f->n_state = n->n_inputs - f->n_scan_in;
+  f->n_state = n->n_inputs - f->first - f->n_scan_in;
   f->n_scan_out = n->n_outputs - f->n_state;
-  if (f->n_scan_out < 0 || body->n_graph_inputs != n->n_inputs ||
+  if (f->n_scan_out < 0 || body->n_graph_inputs != n->n_inputs - f->first ||
       body->n_graph_outputs != n->n_outputs)
     return op_decline(why, "the body's inputs/outputs (%d/%d) do not match the node's (%d/%d)",
                       body->n_graph_inputs, body->n_graph_outputs, n->n_inputs, n->n_outputs);
-  f->in_dirs = ir_find_attr(n, "scan_input_directions");
-  f->out_dirs = ir_find_attr(n, "scan_output_directions");
-  f->in_axes = ir_find_attr(n, "scan_input_axes");
-  f->out_axes = ir_find_attr(n, "scan_output_axes");
+  f->in_dirs = ir_find_attr(n, v8 ? "directions" : "scan_input_directions");
+  f->out_dirs = v8 ? NULL : ir_find_attr(n, "scan_output_directions");
+  f->in_axes = v8 ? NULL : ir_find_attr(n, "scan_input_axes");
+  f->out_axes = v8 ? NULL : ir_find_attr(n, "scan_output_axes");
   const ir_attr *lists[4] = {f->in_dirs, f->out_dirs, f->in_axes, f->out_axes};
-  const char *names[4] = {"scan_input_directions", "scan_output_directions", "scan_input_axes",
-                          "scan_output_axes"};
+  const char *names[4] = {v8 ? "directions" : "scan_input_directions", "scan_output_directions",
+                          "scan_input_axes", "scan_output_axes"};
   int want[4] = {f->n_scan_in, f->n_scan_out, f->n_scan_in, f->n_scan_out};
   for (int k = 0; k < 4; k++) {
     if (!lists[k]) continue;
@@ -133,15 +140,11 @@ static bool scan_form_of(const ir_node *n, const ir_graph *body, scan_form *f, o
 
 static int64_t attr_at(const ir_attr *a, int i) { return a ? a->ints[i] : 0; }
 
-static bool claim_scan8(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
-  (void)g, (void)n, (void)r;
-  return op_decline(why, "Scan-8 (batch axis and sequence_lens) is not translated; opset 9 and "
-                         "later Scans are");
-}
-
 static bool claim_scan(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
   (void)r;
   if (!has_body(g, n, "body", why)) return false;
+  if (n->since_version < 9 && ir_has_input(n, 0))
+    return op_decline(why, "Scan-8 with sequence_lens (per-batch lengths) is not translated");
   scan_form f;
   return scan_form_of(n, ir_subgraph_of(n, "body"), &f, why);
 }
@@ -149,6 +152,51 @@ static bool claim_scan(const ir_graph *g, const ir_node *n, const op_row *r, op_
 static op_compile_class class_scan(const ir_graph *g, const ir_node *n) {
   (void)g;
   return at_least(OP_SHAPE_KEYED, body_class(ir_subgraph_of(n, "body")));
+}
+
+/* One scan over a sequence: state[n_state] is threaded through (final values written back),
+ * xs[j] is scanned along axes[j], ys[k] receives the stacked scan output k. */
+static int scan_run(tr_ctx *t, const struct plan_body *b, const scan_form *f, mx_array *state,
+                    const mx_array *xs, const int *axes, mx_array *ys) {
+  int steps = -1;
+  for (int j = 0; j < f->n_scan_in; j++) {
+    int len = mx_dim(xs[j], axes[j]);
+    if (steps >= 0 && len != steps)
+      return tr_fail(t, "scan inputs disagree on the sequence length (%d and %d)", steps, len);
+    steps = len;
+  }
+  if (steps <= 0) return tr_fail(t, "a scan over zero iterations is not translated");
+  if (steps > CONTROL_UNROLL_CAP)
+    return tr_fail(t, "%d iterations exceed the unroll cap of %d", steps, CONTROL_UNROLL_CAP);
+  int width = f->n_state + (f->n_scan_in > f->n_scan_out ? f->n_scan_in : f->n_scan_out);
+  mx_array *in = calloc((size_t)width + 1, sizeof(mx_array));
+  mx_array *out = calloc((size_t)width + 1, sizeof(mx_array));
+  mx_array *scans = calloc((size_t)f->n_scan_out * (size_t)steps + 1, sizeof(mx_array));
+  int rc = in && out && scans ? MX_OK : tr_fail(t, "out of memory");
+  for (int i = 0; rc == MX_OK && i < f->n_state; i++) in[i] = state[i];
+  for (int it = 0; rc == MX_OK && it < steps; it++) {
+    for (int j = 0; rc == MX_OK && j < f->n_scan_in; j++) {
+      int at = attr_at(f->in_dirs, j) ? steps - 1 - it : it;
+      mx_array *slot = &in[f->n_state + j];
+      rc = tr_slice_axis(t, xs[j], axes[j], at, at + 1, slot);
+      if (rc == MX_OK) rc = mx_squeeze(t->mx, slot, *slot, &axes[j], 1);
+    }
+    if (rc == MX_OK) rc = tr_run_body(t, b, in, 0, out);
+    for (int i = 0; rc == MX_OK && i < f->n_state; i++) in[i] = out[i];
+    for (int k = 0; rc == MX_OK && k < f->n_scan_out; k++)
+      scans[(size_t)k * (size_t)steps + (size_t)it] = out[f->n_state + k];
+  }
+  for (int i = 0; rc == MX_OK && i < f->n_state; i++) state[i] = in[i];
+  for (int k = 0; rc == MX_OK && k < f->n_scan_out; k++) {
+    mx_array *items = &scans[(size_t)k * (size_t)steps];
+    int axis = 0;
+    rc = tr_axis(t, attr_at(f->out_axes, k), mx_ndim(items[0]) + 1, &axis);
+    if (rc == MX_OK) rc = stack(t, items, steps, axis, attr_at(f->out_dirs, k) != 0, &ys[k]);
+  }
+  free(in);
+  free(out);
+  free(scans);
+  return rc;
 }
 
 static int translate_scan(tr_ctx *t, const ir_node *n, const op_row *r) {
@@ -159,49 +207,60 @@ static int translate_scan(tr_ctx *t, const ir_node *n, const op_row *r) {
   scan_form f;
   if (!scan_form_of(n, tr_body_graph(b), &f, (op_why){reason, sizeof reason}))
     return tr_fail(t, "%s", reason);
-  int steps = -1, axes[MX_MAX_RANK * 4];
-  if (f.n_scan_in > (int)(sizeof axes / sizeof axes[0])) return tr_fail(t, "too many scan inputs");
-  for (int j = 0; j < f.n_scan_in; j++) {
-    mx_array x = tr_in(t, f.n_state + j);
-    if (!x) return tr_fail(t, "scan input %d is missing", j);
-    TR_TRY(tr_axis(t, attr_at(f.in_axes, j), mx_ndim(x), &axes[j]));
-    int len = mx_dim(x, axes[j]);
-    if (steps >= 0 && len != steps)
-      return tr_fail(t, "scan inputs disagree on the sequence length (%d and %d)", steps, len);
-    steps = len;
+  int count = n->n_inputs + n->n_outputs;
+  mx_array *state = calloc((size_t)count + 1, sizeof(mx_array));
+  mx_array *xs = calloc((size_t)count + 1, sizeof(mx_array));
+  mx_array *ys = calloc((size_t)count + 1, sizeof(mx_array));
+  int *axes = calloc((size_t)count + 1, sizeof(int));
+  int rc = state && xs && ys && axes ? MX_OK : tr_fail(t, "out of memory");
+  for (int i = 0; rc == MX_OK && i < f.n_state; i++)
+    if (!(state[i] = tr_in(t, f.first + i))) rc = tr_fail(t, "state input %d is missing", i);
+  for (int j = 0; rc == MX_OK && j < f.n_scan_in; j++) {
+    xs[j] = tr_in(t, f.first + f.n_state + j);
+    if (!xs[j]) rc = tr_fail(t, "scan input %d is missing", j);
+    else rc = tr_axis(t, attr_at(f.in_axes, j), mx_ndim(xs[j]), &axes[j]);
   }
-  if (steps <= 0) return tr_fail(t, "a scan over zero iterations is not translated");
-  if (steps > CONTROL_UNROLL_CAP)
-    return tr_fail(t, "%d iterations exceed the unroll cap of %d", steps, CONTROL_UNROLL_CAP);
-  int n_body = n->n_inputs > n->n_outputs ? n->n_inputs : n->n_outputs;
-  mx_array *in = calloc((size_t)n_body + 1, sizeof(mx_array));
-  mx_array *out = calloc((size_t)n_body + 1, sizeof(mx_array));
-  mx_array *scans = calloc((size_t)f.n_scan_out * (size_t)steps + 1, sizeof(mx_array));
-  int rc = in && out && scans ? MX_OK : tr_fail(t, "out of memory");
-  for (int i = 0; rc == MX_OK && i < f.n_state; i++) in[i] = tr_in(t, i);
-  for (int it = 0; rc == MX_OK && it < steps; it++) {
-    for (int j = 0; rc == MX_OK && j < f.n_scan_in; j++) {
-      int at = attr_at(f.in_dirs, j) ? steps - 1 - it : it;
-      mx_array *slot = &in[f.n_state + j];
-      rc = tr_slice_axis(t, tr_in(t, f.n_state + j), axes[j], at, at + 1, slot);
-      if (rc == MX_OK) rc = mx_squeeze(t->mx, slot, *slot, &axes[j], 1);
+  if (rc == MX_OK && f.first == 0) { /* Scan 9 and later: one sequence */
+    rc = scan_run(t, b, &f, state, xs, axes, ys);
+  } else if (rc == MX_OK) { /* Scan-8: one sequence per batch entry, stacked on axis 0 */
+    int batch = mx_dim(f.n_scan_in ? xs[0] : state[0], 0);
+    mx_array *per = calloc((size_t)count * (size_t)(batch + 1) + 1, sizeof(mx_array));
+    mx_array *st = calloc((size_t)count + 1, sizeof(mx_array));
+    mx_array *x1 = calloc((size_t)count + 1, sizeof(mx_array));
+    rc = per && st && x1 ? MX_OK : tr_fail(t, "out of memory");
+    int zero = 0, n_res = f.n_state + f.n_scan_out;
+    for (int bi = 0; rc == MX_OK && bi < batch; bi++) {
+      for (int i = 0; rc == MX_OK && i < f.n_state; i++) {
+        rc = tr_slice_axis(t, state[i], 0, bi, bi + 1, &st[i]);
+        if (rc == MX_OK) rc = mx_squeeze(t->mx, &st[i], st[i], &zero, 1);
+      }
+      for (int j = 0; rc == MX_OK && j < f.n_scan_in; j++) {
+        rc = tr_slice_axis(t, xs[j], 0, bi, bi + 1, &x1[j]);
+        if (rc == MX_OK) rc = mx_squeeze(t->mx, &x1[j], x1[j], &zero, 1);
+        axes[j] = 0;
+      }
+      mx_array *row = &per[(size_t)bi * (size_t)n_res];
+      if (rc == MX_OK) rc = scan_run(t, b, &f, st, x1, axes, &row[f.n_state]);
+      for (int i = 0; rc == MX_OK && i < f.n_state; i++) row[i] = st[i];
     }
-    if (rc == MX_OK) rc = tr_run_body(t, b, in, 0, out);
-    for (int i = 0; rc == MX_OK && i < f.n_state; i++) in[i] = out[i];
-    for (int k = 0; rc == MX_OK && k < f.n_scan_out; k++)
-      scans[(size_t)k * (size_t)steps + (size_t)it] = out[f.n_state + k];
+    mx_array *items = calloc((size_t)batch + 1, sizeof(mx_array));
+    if (rc == MX_OK && !items) rc = tr_fail(t, "out of memory");
+    for (int o = 0; rc == MX_OK && o < n_res; o++) {
+      for (int bi = 0; bi < batch; bi++) items[bi] = per[(size_t)bi * (size_t)n_res + (size_t)o];
+      mx_array *dst = o < f.n_state ? &state[o] : &ys[o - f.n_state];
+      rc = batch ? stack(t, items, batch, 0, false, dst) : tr_fail(t, "empty batch");
+    }
+    free(items);
+    free(per);
+    free(st);
+    free(x1);
   }
-  for (int i = 0; rc == MX_OK && i < f.n_state; i++) rc = out_declared(t, i, in[i]);
-  for (int k = 0; rc == MX_OK && k < f.n_scan_out; k++) {
-    mx_array *items = &scans[(size_t)k * (size_t)steps], y;
-    int axis = 0;
-    rc = tr_axis(t, attr_at(f.out_axes, k), mx_ndim(items[0]) + 1, &axis);
-    if (rc == MX_OK) rc = stack(t, items, steps, axis, attr_at(f.out_dirs, k) != 0, &y);
-    if (rc == MX_OK) rc = out_declared(t, f.n_state + k, y);
-  }
-  free(in);
-  free(out);
-  free(scans);
+  for (int i = 0; rc == MX_OK && i < f.n_state; i++) rc = out_declared(t, i, state[i]);
+  for (int k = 0; rc == MX_OK && k < f.n_scan_out; k++) rc = out_declared(t, f.n_state + k, ys[k]);
+  free(state);
+  free(xs);
+  free(ys);
+  free(axes);
   return rc;
 }
 
@@ -342,8 +401,9 @@ const op_row ops_control_rows[] = {
      "unrolled up to 4096 iterations; M and cond read on the host, a body-computed cond after "
      "every iteration (eager); constant M with a pass-through cond is shape-keyed",
      class_loop, NULL},
-    {"", "Scan", 8, 8, claim_scan8, translate_scan, OP_EAGER, 0, 0,
-     "declined: batch axis and sequence_lens", NULL, NULL},
+    {"", "Scan", 8, 8, claim_scan, translate_scan, OP_EAGER, 0, 0,
+     "one unrolled scan per batch entry (axis 0), scanned along axis 1; sequence_lens declined",
+     class_scan, NULL},
     {"", "Scan", 9, 25, claim_scan, translate_scan, OP_EAGER, 0, 0,
      "unrolled over the scan axis (iteration count from shapes, up to 4096), directions and "
      "axes as given",
