@@ -66,16 +66,38 @@ OrtStatus *ORT_API_CALL ep_get_capability(OrtEp *this_ptr, const OrtGraph *graph
   r.declines = calloc((size_t)n + 1, sizeof(report_decline));
   r.group_sizes = calloc((size_t)n + 1, sizeof(int));
   OrtStatus *st = NULL;
+  ir_graph *owner = NULL; /* in a subgraph: the control-flow node owning it */
   if (!claimed || !group_of || !r.declines || !r.group_sizes) {
     st = ep_status(ep->ort, ORT_FAIL, "%s: out of memory", EP_NAME);
     goto done;
   }
-  /* Only If branches are claimed among subgraphs. Loop and Scan bodies run once per iteration
-   * under ORT's control, so a fused group there pays MLX's per-evaluation cost every
-   * iteration; and bodies of function ops (SequenceMap) are inlined into Loops after we saw
-   * them, where ORT 1.31 rejects the fused node ("No opset import for domain"). */
+  /* Subgraphs. ORT partitions bottom up: a control-flow node's subgraphs come to GetCapability
+   * before the graph holding the node. A node we claim inside a subgraph becomes a fused node
+   * there, which no registry row can run, so its owner could then never be claimed whole. So:
+   * when the owning If/Loop/Scan will be claimed whole (asked here of a snapshot of that node),
+   * nothing inside is claimed on its own; when it will not, nodes in If branches are still
+   * claimed one group at a time, while Loop and Scan bodies are not (they would run once per
+   * iteration under ORT, paying MLX's per-evaluation cost each time, and bodies of function ops
+   * such as SequenceMap are inlined into Loops after we saw them, where ORT rejects a fused
+   * node). */
   op_claim_env env = {.float64 = ep->options.device == MX_DEVICE_CPU};
-  bool in_loop_body = g->parent_op[0] && strcmp(g->parent_op, "If") != 0;
+  char owner_why[256] = "";
+  const char *owner_name = "";
+  bool owner_whole = false, in_loop_body = false;
+  if (g->parent_op[0]) {
+    const OrtNode *parent = NULL;
+    OrtStatus *pst = ep->ort->Graph_GetParentNode(graph, &parent);
+    if (pst) ep->ort->ReleaseStatus(pst);
+    owner = parent ? ir_snapshot_node(ep->ort, ep->factory->ort_version, parent, err, sizeof err)
+                   : NULL;
+    if (owner) {
+      owner_name = owner->nodes[0].name;
+      owner_whole = op_claim(owner, &owner->nodes[0], &env, owner_why, sizeof owner_why) != NULL;
+    } else {
+      snprintf(owner_why, sizeof owner_why, "the owning node could not be inspected");
+    }
+    in_loop_body = strcmp(g->parent_op, "If") != 0;
+  }
   for (int i = 0; i < n; i++) {
     const ir_node *nd = &g->nodes[i];
     report_decline *d = &r.declines[r.n_declines];
@@ -83,10 +105,12 @@ OrtStatus *ORT_API_CALL ep_get_capability(OrtEp *this_ptr, const OrtGraph *graph
       r.nodes--;
       continue;
     }
-    if (in_loop_body)
-      snprintf(d->reason, sizeof d->reason, "inside a %s body: only If branches are claimed "
-               "among subgraphs (loop bodies run once per iteration under ONNX Runtime)",
-               g->parent_op);
+    if (owner_whole)
+      snprintf(d->reason, sizeof d->reason, "runs inside %s '%.80s', which MLX claims whole",
+               g->parent_op, owner_name);
+    else if (in_loop_body)
+      snprintf(d->reason, sizeof d->reason, "inside a %s body, which is claimed only whole: "
+               "%.180s", g->parent_op, owner_why);
     else
       claimed[i] = op_claim(g, nd, &env, d->reason, sizeof d->reason) != NULL;
     if (claimed[i]) {
@@ -124,6 +148,7 @@ done:
   free(group_of);
   free(r.declines);
   free(r.group_sizes);
+  ir_graph_free(owner);
   ir_graph_free(g);
   return st;
 }

@@ -176,6 +176,9 @@ static bool intern_value(builder *b, const OrtValueInfo *vi, int *index) {
   v->name = ir_arena_strdup(b->arena, name);
   if (!v->name) goto oom;
   if (!describe_value(b, vi, v)) return false;
+  bool outer = false;
+  TRY(b->ort->ValueInfo_IsFromOuterScope(vi, &outer));
+  v->is_outer_scope = outer;
   bool is_const = false;
   TRY(b->ort->ValueInfo_IsConstantInitializer(vi, &is_const));
   if (is_const) {
@@ -284,6 +287,51 @@ static bool read_attr(builder *b, const OrtOpAttr *oa, ir_attr *a) {
   }
 }
 
+static bool snapshot_all(builder *b, const OrtGraph *graph);
+static void free_tree(ir_graph *g);
+
+/* Snapshots one subgraph of a node into a graph of its own that shares b's arena. */
+static bool snapshot_subgraph(builder *b, const OrtGraph *graph, ir_graph **out) {
+  builder sub = {.ort = b->ort, .ort_version = b->ort_version, .arena = b->arena,
+                 .err = b->err, .err_len = b->err_len};
+  *out = sub.g = calloc(1, sizeof(ir_graph));
+  if (!sub.g) return false;
+  sub.g->arena = b->arena;
+  sub.g->enclosing = b->g;
+  bool ok = grow_slots(&sub) && snapshot_all(&sub, graph);
+  free(sub.slots);
+  return ok;
+}
+
+/* Implicit inputs and subgraphs (control-flow nodes only; cheap to ask of every node). */
+static bool snapshot_control(builder *b, const OrtNode *on, ir_node *n) {
+  size_t count = 0;
+  TRY(b->ort->Node_GetNumSubgraphs(on, &count));
+  if (!count) return true;
+  const OrtGraph **graphs = ir_arena_alloc(b->arena, sizeof(*graphs) * count);
+  const char **names = ir_arena_alloc(b->arena, sizeof(*names) * count);
+  ir_subgraph *subs = ir_arena_alloc(b->arena, sizeof(ir_subgraph) * count);
+  if (!graphs || !names || !subs) return false;
+  TRY(b->ort->Node_GetSubgraphs(on, graphs, count, names));
+  n->subgraphs = subs;
+  for (size_t i = 0; i < count; i++) {
+    subs[i].attr = ir_arena_strdup(b->arena, names[i] ? names[i] : "");
+    n->n_subgraphs = (int)i + 1; /* freed with the node from here on */
+    if (!subs[i].attr || !snapshot_subgraph(b, graphs[i], &subs[i].graph)) return false;
+  }
+  size_t n_impl = 0;
+  TRY(b->ort->Node_GetNumImplicitInputs(on, &n_impl));
+  const OrtValueInfo **vis = ir_arena_alloc(b->arena, sizeof(*vis) * (n_impl + 1));
+  int *impl = ir_arena_alloc(b->arena, sizeof(int) * (n_impl + 1));
+  if (!vis || !impl) return false;
+  if (n_impl) TRY(b->ort->Node_GetImplicitInputs(on, vis, n_impl));
+  for (size_t i = 0; i < n_impl; i++)
+    if (!intern_value(b, vis[i], &impl[i])) return false;
+  n->implicit = impl;
+  n->n_implicit = (int)n_impl;
+  return true;
+}
+
 static bool snapshot_node(builder *b, const OrtNode *on, int index) {
   ir_node *n = &b->g->nodes[index];
   const char *s;
@@ -340,7 +388,7 @@ static bool snapshot_node(builder *b, const OrtNode *on, int index) {
     if (!read_attr(b, oas[i], &attrs[i])) return false;
   n->attrs = attrs;
   n->n_attrs = (int)count;
-  return true;
+  return snapshot_control(b, on, n);
 }
 
 static bool snapshot_boundary(builder *b, const OrtGraph *graph, bool inputs) {
@@ -403,6 +451,7 @@ ir_graph *ir_snapshot(const OrtApi *ort, int ort_version, const OrtGraph *graph,
     return NULL;
   }
   b.g->arena = b.arena;
+  b.g->owns_arena = true;
   bool ok = grow_slots(&b) && snapshot_all(&b, graph);
   free(b.slots);
   if (!ok) {
@@ -413,9 +462,44 @@ ir_graph *ir_snapshot(const OrtApi *ort, int ort_version, const OrtGraph *graph,
   return b.g;
 }
 
-void ir_graph_free(ir_graph *g) {
+static void free_tree(ir_graph *g) {
   if (!g) return;
-  ir_arena_free(g->arena);
+  for (int i = 0; g->nodes && i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i].n_subgraphs; k++) free_tree(g->nodes[i].subgraphs[k].graph);
   free(g->values);
   free(g);
+}
+
+void ir_graph_free(ir_graph *g) {
+  if (!g) return;
+  ir_arena *arena = g->owns_arena ? g->arena : NULL;
+  free_tree(g); /* the nodes live in the arena: free the subgraphs before it */
+  ir_arena_free(arena);
+}
+
+ir_graph *ir_snapshot_node(const OrtApi *ort, int ort_version, const OrtNode *node, char *err,
+                           size_t err_len) {
+  builder b = {.ort = ort, .ort_version = ort_version, .err = err, .err_len = err_len};
+  err[0] = 0;
+  b.g = calloc(1, sizeof(ir_graph));
+  b.arena = b.g ? ir_arena_new() : NULL;
+  if (!b.arena) {
+    free(b.g);
+    snprintf(err, err_len, "out of memory while snapshotting the graph");
+    return NULL;
+  }
+  b.g->arena = b.arena;
+  b.g->owns_arena = true;
+  b.g->parent_op = "";
+  b.g->nodes = ir_arena_alloc(b.arena, sizeof(ir_node));
+  bool ok = b.g->nodes && grow_slots(&b);
+  if (ok) b.g->n_nodes = 1;
+  ok = ok && snapshot_node(&b, node, 0);
+  free(b.slots);
+  if (!ok) {
+    if (!err[0]) snprintf(err, err_len, "out of memory while snapshotting the node");
+    ir_graph_free(b.g);
+    return NULL;
+  }
+  return b.g;
 }

@@ -15,6 +15,7 @@
 typedef struct OrtApi OrtApi;
 typedef struct OrtGraph OrtGraph;
 typedef struct OrtNode OrtNode;
+struct ir_graph;
 
 /* ONNX TensorProto element types (the subset with names we use in code). */
 enum {
@@ -54,6 +55,7 @@ typedef struct ir_value {
   const void *const_data; /* borrowed from ORT; NULL unless is_constant */
   size_t const_bytes;
   bool is_graph_input, is_graph_output;
+  bool is_outer_scope; /* in a subgraph: a value of an enclosing graph, resolved by name */
   int producer; /* node index or IR_NONE */
 } ir_value;
 
@@ -90,7 +92,19 @@ typedef struct ir_node {
   const ir_attr *attrs;
   const char *assigned_ep; /* "" unless ORT already assigned the node to an EP */
   const OrtNode *ort_node; /* only valid while ORT's graph is */
+  /* Control flow (If, Loop, Scan): the values of this graph the node's subgraphs read by name
+   * (ORT's implicit inputs; they order the node after their producers), and the subgraphs
+   * themselves with the attribute naming each, snapshotted recursively. */
+  int n_implicit, n_subgraphs;
+  const int *implicit;
+  const struct ir_subgraph *subgraphs;
 } ir_node;
+
+/* A subgraph attribute of a node (If's then_branch/else_branch, Loop's and Scan's body). */
+typedef struct ir_subgraph {
+  const char *attr;
+  struct ir_graph *graph;
+} ir_subgraph;
 
 typedef struct ir_graph {
   ir_node *nodes;
@@ -100,7 +114,9 @@ typedef struct ir_graph {
   int *graph_inputs, *graph_outputs; /* value indices in ORT's order */
   const char *parent_op; /* op type of the node owning this graph ("" at the top level) */
   int n_graph_inputs, n_graph_outputs;
-  struct ir_arena *arena;
+  struct ir_arena *arena; /* subgraphs share their root snapshot's arena */
+  bool owns_arena;        /* false for the subgraphs of a node */
+  const struct ir_graph *enclosing; /* for a node's subgraph: the graph holding the node */
 } ir_graph;
 
 /* Snapshot ORT's graph. ort_version is the API version `ort` was obtained for: from 24 on, a
@@ -109,6 +125,11 @@ typedef struct ir_graph {
 ir_graph *ir_snapshot(const OrtApi *ort, int ort_version, const OrtGraph *graph, char *err,
                       size_t err_len);
 void ir_graph_free(ir_graph *g);
+/* Snapshot one node of a graph on its own (its inputs, outputs and subgraphs), as a one-node
+ * graph: used in a subgraph's GetCapability to ask whether the control-flow node that owns the
+ * subgraph will be claimed whole. */
+ir_graph *ir_snapshot_node(const OrtApi *ort, int ort_version, const OrtNode *node, char *err,
+                           size_t err_len);
 
 /* Attribute and value helpers used by claims and translators. */
 const ir_attr *ir_find_attr(const ir_node *n, const char *name);
@@ -125,5 +146,9 @@ int ir_elem_from_onnx(int onnx_type);
 /* Reads an integer constant input (int32/int64) into a newly malloc'd int64 array. */
 bool ir_const_ints(const ir_value *v, int64_t **vals, size_t *count);
 int64_t ir_num_elements(const ir_value *v); /* -1 if unknown */
+/* The subgraph of n under attribute attr (NULL when none). */
+const ir_graph *ir_subgraph_of(const ir_node *n, const char *attr);
+/* The index of the value named `name` in g (IR_NONE when g has none). */
+int ir_find_value(const ir_graph *g, const char *name);
 
 #endif

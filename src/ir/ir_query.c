@@ -114,3 +114,15 @@ bool ir_const_ints(const ir_value *v, int64_t **vals, size_t *count) {
   *count = n;
   return true;
 }
+
+const ir_graph *ir_subgraph_of(const ir_node *n, const char *attr) {
+  for (int i = 0; i < n->n_subgraphs; i++)
+    if (strcmp(n->subgraphs[i].attr, attr) == 0) return n->subgraphs[i].graph;
+  return NULL;
+}
+
+int ir_find_value(const ir_graph *g, const char *name) {
+  for (int v = 0; v < g->n_values; v++)
+    if (strcmp(g->values[v].name, name) == 0) return v;
+  return IR_NONE;
+}

@@ -17,6 +17,12 @@ static void push(queue *q, int v) { q->items[q->tail++] = v; }
 static bool empty(const queue *q) { return q->head == q->tail; }
 static int pop(queue *q) { return q->items[q->head++]; }
 
+/* A node waits for its inputs and for the values its subgraphs read (implicit inputs). */
+static int n_deps(const ir_node *nd) { return nd->n_inputs + nd->n_implicit; }
+static int dep(const ir_node *nd, int k) {
+  return k < nd->n_inputs ? nd->inputs[k] : nd->implicit[k - nd->n_inputs];
+}
+
 int partition_groups(const ir_graph *g, const bool *claimed, int *group_of, int *order) {
   int n = g->n_nodes;
   int *pending = calloc((size_t)n + 1, sizeof(int));  /* producers not yet taken */
@@ -32,8 +38,8 @@ int partition_groups(const ir_graph *g, const bool *claimed, int *group_of, int 
   /* value -> consumer nodes (CSR), and how many in-graph producers each node waits for. */
   size_t edges = 0;
   for (int i = 0; i < n; i++)
-    for (int k = 0; k < g->nodes[i].n_inputs; k++) {
-      int v = g->nodes[i].inputs[k];
+    for (int k = 0; k < n_deps(&g->nodes[i]); k++) {
+      int v = dep(&g->nodes[i], k);
       if (v == IR_NONE || g->values[v].producer == IR_NONE) continue;
       consumer_count[v]++;
       pending[i]++;
@@ -44,8 +50,8 @@ int partition_groups(const ir_graph *g, const bool *claimed, int *group_of, int 
   for (int v = 0; v < g->n_values; v++) consumer_start[v + 1] = consumer_start[v] + consumer_count[v];
   for (int v = 0; v < g->n_values; v++) consumer_count[v] = 0;
   for (int i = 0; i < n; i++)
-    for (int k = 0; k < g->nodes[i].n_inputs; k++) {
-      int v = g->nodes[i].inputs[k];
+    for (int k = 0; k < n_deps(&g->nodes[i]); k++) {
+      int v = dep(&g->nodes[i], k);
       if (v == IR_NONE || g->values[v].producer == IR_NONE) continue;
       consumers[consumer_start[v] + consumer_count[v]++] = i;
     }

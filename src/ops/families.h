@@ -31,6 +31,7 @@ extern const op_row ops_linalg_rows[]; /* Einsum, Det */
 extern const op_row ops_random_rows[]; /* RandomNormal/Uniform(Like), Bernoulli, Multinomial */
 extern const op_row ops_rnn_rows[]; /* RNN, GRU, LSTM */
 extern const op_row ops_sequence_rows[]; /* Sequence*, SplitToSequence, ConcatFromSequence, Optional* */
+extern const op_row ops_control_rows[]; /* If, Loop, Scan (subgraphs unrolled) */
 extern const op_row ops_misc_nn_rows[]; /* RotaryEmbedding, NLL/SoftmaxCrossEntropy losses, MaxRoiPool */
 extern const op_row ops_deform_conv_rows[]; /* DeformConv (2-D) */
 extern const op_row ops_tfidf_rows[];       /* TfIdfVectorizer (integer pools) */

@@ -20,7 +20,7 @@ static const op_row *const families[] = {
     ops_ssm_scatter_rows, ops_ssm_conv_rows, ops_ssm_attention_rows, ops_ssm_gates_rows,
     ops_quant_rows, ops_attention_rows,
     ops_signal_rows, ops_vision_rows, ops_linalg_rows, ops_random_rows, ops_misc_nn_rows,
-    ops_rnn_rows, ops_deform_conv_rows, ops_tfidf_rows, ops_sequence_rows,
+    ops_rnn_rows, ops_deform_conv_rows, ops_tfidf_rows, ops_sequence_rows, ops_control_rows,
     NULL};
 
 int ir_to_mx_dtype(int t) {
@@ -138,6 +138,37 @@ static bool boundary_ok(const ir_graph *g, const ir_node *n, const op_row *r,
   return true;
 }
 
+/* A control-flow node runs whole or not at all: every node of its subgraphs must be claimable.
+ * The first node that is not gives the reason. Nodes some EP already took inside a subgraph
+ * (ORT partitions subgraphs first; when the owner was not claimable as a whole, we claimed
+ * pieces of If branches) are looked at last, so the reason names the node that decided it. */
+static bool bodies_ok(const ir_node *n, const op_claim_env *env, op_why why) {
+  /* a body is translated without a sequence table (sequences live in one group's top level) */
+  for (int k = 0; k < n->n_subgraphs; k++)
+    for (int v = 0; n->subgraphs[k].graph && v < n->subgraphs[k].graph->n_values; v++) {
+      const ir_value *val = &n->subgraphs[k].graph->values[v];
+      if (val->kind != IR_KIND_TENSOR && val->kind != IR_KIND_UNKNOWN)
+        return op_decline(why, "%s value '%s' is a sequence or optional: those are supported "
+                               "only outside control-flow subgraphs", n->subgraphs[k].attr,
+                          val->name);
+    }
+  for (int pass = 0; pass < 2; pass++)
+    for (int k = 0; k < n->n_subgraphs; k++) {
+      const ir_graph *body = n->subgraphs[k].graph;
+      for (int i = 0; body && i < body->n_nodes; i++) {
+        const ir_node *b = &body->nodes[i];
+        if ((b->assigned_ep[0] != 0) != (pass == 1)) continue;
+        char inner[400];
+        if (pass == 1)
+          snprintf(inner, sizeof inner, "already placed on %s", b->assigned_ep);
+        if (pass == 1 || !op_claim(body, b, env, inner, sizeof inner))
+          return op_decline(why, "%s node '%s' (%s): %s", n->subgraphs[k].attr, b->name,
+                            b->op_type, inner);
+      }
+    }
+  return true;
+}
+
 const op_row *op_claim(const ir_graph *g, const ir_node *n, const op_claim_env *env, char *text,
                        size_t len) {
   op_why why = {text, len};
@@ -155,6 +186,7 @@ const op_row *op_claim(const ir_graph *g, const ir_node *n, const op_claim_env *
     return NULL;
   }
   if (r->claim && !r->claim(g, n, r, why)) return NULL;
+  if (!bodies_ok(n, env, why)) return NULL;
   return r;
 }
 

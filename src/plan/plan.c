@@ -23,9 +23,10 @@ int plan_dims_to_int(const int64_t *dims, int rank, int *shape) {
   return MX_OK;
 }
 
-static int load_constants(plan *p, mx_ctx *ctx, char *err, size_t len) {
-  for (int v = 0; v < p->g->n_values; v++) {
-    ir_value *val = &p->g->values[v];
+int plan_load_constants(ir_graph *g, mx_array *const_values, mx_ctx *ctx, char *err,
+                        size_t len) {
+  for (int v = 0; v < g->n_values; v++) {
+    ir_value *val = &g->values[v];
     if (!val->is_constant) continue;
     int dt = ir_value_mx_dtype(val->elem_type);
     int shape[MX_MAX_RANK];
@@ -35,9 +36,9 @@ static int load_constants(plan *p, mx_ctx *ctx, char *err, size_t len) {
       return MX_ERR_ARG;
     }
     int rc = ir_to_mx_dtype(val->elem_type) < 0 /* a raw type: unpacked into its carrier */
-                 ? packed_to_mx(ctx, &p->const_values[v], val->elem_type, val->const_data,
+                 ? packed_to_mx(ctx, &const_values[v], val->elem_type, val->const_data,
                                 val->const_bytes, shape, val->rank)
-                 : mx_from_data(ctx, &p->const_values[v], val->const_data, shape, val->rank,
+                 : mx_from_data(ctx, &const_values[v], val->const_data, shape, val->rank,
                                 (mx_dtype)dt);
     if (rc != MX_OK) {
       snprintf(err, len, "constant '%s': %s", val->name, ctx->error);
@@ -51,6 +52,8 @@ static int load_constants(plan *p, mx_ctx *ctx, char *err, size_t len) {
 static bool all_inputs_constant(const plan *p, const ir_node *n) {
   for (int i = 0; i < n->n_inputs; i++)
     if (n->inputs[i] != IR_NONE && !p->const_values[n->inputs[i]]) return false;
+  for (int i = 0; i < n->n_implicit; i++) /* values its subgraphs read */
+    if (n->implicit[i] != IR_NONE && !p->const_values[n->implicit[i]]) return false;
   return true;
 }
 
@@ -70,7 +73,8 @@ int plan_translate_node(const plan *p, mx_ctx *ctx, mx_array *values, const mx_a
   tr_ctx t = {.mx = ctx, .g = p->g, .values = values, .const_values = known,
               .node = n, .checks = checks, .path_note = &p->node_paths[index],
               .fast_kernels = p->fast_kernels,
-              .derived = &p->derived[(size_t)index * TR_DERIVED_SLOTS], .seqs = seqs};
+              .derived = &p->derived[(size_t)index * TR_DERIVED_SLOTS], .seqs = seqs,
+              .bodies = p->bodies[index]};
   ctx->error[0] = 0;
   for (int i = 0; i < n->n_inputs; i++)
     if (n->inputs[i] != IR_NONE && !tr_value_ready(&t, n->inputs[i])) {
@@ -167,7 +171,8 @@ static void mark_shape_nodes(plan *p) {
   for (int k = 0; k < p->g->n_nodes; k++) {
     int i = p->order[k];
     const ir_node *n = &p->g->nodes[i];
-    if (p->folded[i] || p->classes[i] == OP_EAGER || plan_node_touches_container(p->g, n))
+    if (p->folded[i] || p->classes[i] == OP_EAGER || n->n_subgraphs ||
+        plan_node_touches_container(p->g, n))
       continue;
     /* Shape and Size read only shapes, which a keyed variant fixes, whatever their input. */
     bool from_shape = strcmp(n->op_type, "Shape") == 0 || strcmp(n->op_type, "Size") == 0;
@@ -194,7 +199,8 @@ static void choose_path(plan *p, const plan_config *cfg) {
   p->path_reason = "every node is shapeless-safe";
   int live = 0;
   for (int i = 0; i < p->g->n_nodes; i++) {
-    live += !p->folded[i];
+    /* a control-flow node unrolls its subgraphs: more than one op to fuse */
+    live += !p->folded[i] ? 1 + (p->g->nodes[i].n_subgraphs > 0) : 0;
     if (p->folded[i] || p->classes[i] <= worst) continue;
     worst = p->classes[i];
     snprintf(p->path_reason_buf, sizeof p->path_reason_buf, "%s '%s' is %s",
@@ -240,12 +246,13 @@ int plan_build(const ir_graph *snapshot, const char *name, const plan_config *cf
   p->node_paths = calloc((size_t)n + 1, sizeof(const char *));
   p->derived = calloc(((size_t)n + 1) * TR_DERIVED_SLOTS, sizeof(mx_array));
   p->const_values = calloc((size_t)p->g->n_values + 1, sizeof(mx_array));
+  p->bodies = calloc((size_t)n + 1, sizeof(*p->bodies));
   bool *all = calloc((size_t)n + 1, sizeof(bool));
   int *groups = calloc((size_t)n + 1, sizeof(int));
   p->consts = mx_arena_new();
   int rc = MX_ERR_NOMEM;
   if (!p->name || !p->order || !p->rows || !p->folded || !p->shape_node || !p->classes ||
-      !p->node_paths || !p->derived || !p->const_values ||
+      !p->node_paths || !p->derived || !p->const_values || !p->bodies ||
       !all || !groups || !p->consts) {
     snprintf(err, len, "out of memory while building the plan");
     goto fail;
@@ -267,7 +274,9 @@ int plan_build(const ir_graph *snapshot, const char *name, const plan_config *cf
     }
   }
   mx_ctx ctx = {.arena = p->consts, .device = device};
-  rc = load_constants(p, &ctx, err, len);
+  rc = plan_load_constants(p->g, p->const_values, &ctx, err, len);
+  for (int i = 0; rc == MX_OK && i < n; i++)
+    rc = plan_bodies_build(p->g, &p->g->nodes[i], &ctx, p->fast_kernels, &p->bodies[i], err, len);
   if (rc == MX_OK) rc = fold_constants(p, &ctx, err, len);
   if (rc == MX_OK) rc = prepare_nodes(p, &ctx, err, len);
   if (rc != MX_OK) goto fail;
@@ -287,6 +296,9 @@ fail:
 void plan_free(plan *p) {
   if (!p) return;
   plan_cache_clear(p);
+  for (int i = 0; p->bodies && p->g && i < p->g->n_nodes; i++)
+    plan_bodies_free(p->bodies[i], p->g->nodes[i].n_subgraphs);
+  free(p->bodies);
   mx_arena_free(p->consts);
   ir_graph_free(p->g);
   free(p->name);

@@ -78,6 +78,7 @@ typedef struct plan {
   op_compile_class *classes; /* per node: its compile class */
   const char **node_paths;   /* per node: which kernel path its translator last reported */
   mx_array *derived;         /* per node, TR_DERIVED_SLOTS values its row prepared at build */
+  struct plan_body ***bodies; /* per node: its subgraphs made ready (control flow), or NULL */
   mx_arena *consts;
   mx_array *const_values; /* per value; NULL unless constant */
   mx_device device;

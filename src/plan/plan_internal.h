@@ -8,6 +8,29 @@
 #include "plan/plan.h"
 #include "plan/translate.h"
 
+/* A control-flow node's subgraph, ready to translate: its nodes' rows in a topological order,
+ * its constants as MLX arrays (in the plan's constants arena), prepared values, where each
+ * outer-scope value lives in the enclosing graph, and the bodies of its own control-flow nodes.
+ * The snapshot it reads belongs to the plan's snapshot. */
+typedef struct plan_body {
+  const char *attr;
+  const ir_graph *g;
+  int *order;
+  const op_row **rows;
+  mx_array *const_values; /* per value; NULL unless constant */
+  mx_array *derived;      /* per node, TR_DERIVED_SLOTS */
+  const char **node_paths;
+  int *outer;             /* per value: its index in the enclosing graph, or IR_NONE */
+  struct plan_body ***sub; /* per node: one body per subgraph, or NULL */
+} plan_body;
+
+/* Builds the bodies of node n of g (NULL *out when it has none), constants into ctx's arena. */
+int plan_bodies_build(const ir_graph *g, const ir_node *n, mx_ctx *ctx, bool fast_kernels,
+                      plan_body ***out, char *err, size_t len);
+void plan_bodies_free(plan_body **bodies, int count);
+/* Converts g's constant initializers into MLX arrays (const_values, per value) once. */
+int plan_load_constants(ir_graph *g, mx_array *const_values, mx_ctx *ctx, char *err, size_t len);
+
 /* known: values fixed for this translation (constants, and a keyed variant's shape values);
  * host reads of them are free and allowed while tracing. seqs: the translation's sequence
  * values (NULL where no node touching one is translated, as in constant folding). */

@@ -50,6 +50,7 @@ typedef struct tr_seqs {
 /* A table for g's values (false when out of memory); tr_seqs_free frees the lists. */
 bool tr_seqs_init(tr_seqs *s, int n_values);
 void tr_seqs_free(tr_seqs *s);
+struct plan_body; /* a control-flow subgraph made ready at plan build (src/plan/body.c) */
 
 typedef struct tr_ctx {
   mx_ctx *mx;
@@ -64,6 +65,7 @@ typedef struct tr_ctx {
   mx_array *derived;      /* this node's TR_DERIVED_SLOTS values prepared at plan build */
   bool preparing;         /* inside a row's prepare hook (plan build, constants arena) */
   tr_seqs *seqs;          /* sequence/optional values (NULL where none may occur) */
+  struct plan_body *const *bodies; /* per subgraph of a control-flow node; NULL otherwise */
 } tr_ctx;
 
 mx_array tr_in(tr_ctx *t, int i); /* NULL for an absent optional input */
@@ -103,6 +105,19 @@ int tr_seq_out(tr_ctx *t, int i, const mx_array *items, int count);
 bool tr_value_ready(const tr_ctx *t, int v);
 /* A scalar of dtype (helper for constants such as 1 or 0.5 in compositions). */
 int tr_scalar(tr_ctx *t, mx_array *out, double v, mx_dtype dtype);
+
+/* Control flow (If, Loop, Scan). The node's subgraph under attribute attr, made ready when the
+ * plan was built (rows found, constants converted); NULL when the node has none. */
+const struct plan_body *tr_body(const tr_ctx *t, const char *attr);
+const ir_graph *tr_body_graph(const struct plan_body *b);
+/* Translates the body once: inputs[k] binds its graph input k (every one must be given), outer
+ * scope values come from the node's graph, and outputs[k] receives graph output k. Lazy like
+ * any translation; host reads and run-time checks of body nodes count as the node's own.
+ * Errors name the body node ("body node 'x' (Add): ..."). */
+int tr_run_body(tr_ctx *t, const struct plan_body *b, const mx_array *inputs,
+                uint64_t fixed_inputs, mx_array *outputs);
+/* fixed_inputs: bit k set when input k is fixed for this translation (made from host values,
+ * such as a Loop's iteration number), so body nodes may read it on the host for free. */
 
 #define TR_TRY(call)        \
   do {                      \
