@@ -40,8 +40,15 @@ def cpu_session(model):
     return ort.InferenceSession(_bytes(model), providers=["CPUExecutionProvider"])
 
 
+# Tests of CPU-device behaviour (float64, the CPU convolution forms) carry
+# @pytest.mark.cpu_device; conftest.py then pins their sessions to device=cpu through this, so
+# they hold on a machine whose MLX has a GPU (where the EP's default device is the GPU).
+PINNED_OPTIONS = {}
+
+
 def mlx_session(model, allow_cpu=False, provider_options=None):
-    so = mlx.session_options(provider_options)
+    options = {**PINNED_OPTIONS, **(provider_options or {})}
+    so = mlx.session_options(options or None)
     so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
     if not allow_cpu:
         so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")

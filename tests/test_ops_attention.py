@@ -254,6 +254,7 @@ def test_path(name, shapes, attrs, kw, path, capfd):
     assert node_path(m, feeds_for(shapes, 12), capfd) == [path]
 
 
+@pytest.mark.cpu_device
 def test_path_float16_on_cpu_is_composed(capfd):
     """On the CPU, MLX's fast attention would multiply float16 in float16: composed in float32."""
     m = attn_model(TP.FLOAT16, S4, {})

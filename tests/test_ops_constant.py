@@ -113,6 +113,7 @@ def test_constant_of_shape_from_computed_shape():
         harness.check_against_cpu(m, {"x": harness.rand(shape)})
 
 
+@pytest.mark.cpu_device
 def test_constant_of_shape_float64_claimed_on_cpu():
     """A float64 value is claimed on the CPU device and filled bit-exactly."""
     m = cos_model(numpy_helper.from_array(np.array([0.1])), out_elem=TensorProto.DOUBLE)
@@ -198,6 +199,7 @@ def test_range_zero_delta_fails_naming_the_node():
 @pytest.mark.parametrize("start,limit,delta", [(0.0, 2.0, 0.5), (0.1, 1000.0, 0.1),
                                                (1.0, -2.0, -0.3), (-0.0, 1.0, 0.25),
                                                (0.0, 1.0, -0.5), (1e16, 1e16 + 64, 3.0)])
+@pytest.mark.cpu_device
 def test_range_float64_claimed_on_cpu(start, limit, delta):
     """float64 ranges are claimed on the CPU device and match ORT bit for bit: its length comes
     from the float64 difference and its values from accumulating start += delta."""

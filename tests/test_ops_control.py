@@ -103,6 +103,7 @@ def test_if_alone_reads_graph_inputs_only_in_branches():
                                       "q": harness.rand((2, 3), seed=2)})
 
 
+@pytest.mark.cpu_device
 def test_if_outer_value_computed_on_cpu(tmp_path):
     """An outer-scope value produced by a node left on CPU reaches the fused If as an input."""
     then_g = graph([helper.make_node("Add", ["z", "z"], ["t"], name="then_add")], "then", [],
@@ -119,6 +120,7 @@ def test_if_outer_value_computed_on_cpu(tmp_path):
         harness.check_against_cpu(m, feeds, on_cpu=("sin64",))
 
 
+@pytest.mark.cpu_device
 def test_if_declined_for_unclaimable_branch_node(tmp_path):
     """A branch node MLX cannot run declines the If with that node's reason; the branches' other
     nodes are still claimed on their own, and the model stays right."""
@@ -300,6 +302,7 @@ def test_loop_known_trip_count_over_cap_declined(tmp_path):
                       "exceeds the unroll cap", tmp_path, rtol=1e-5)
 
 
+@pytest.mark.cpu_device
 def test_loop_body_with_unclaimable_node_declined(tmp_path):
     nodes = [helper.make_node("Cast", ["v_in"], ["v64"], name="to64", to=TP.DOUBLE),
              helper.make_node("Sin", ["v64"], ["s64"], name="sin64"),

@@ -255,6 +255,7 @@ CPU_FORM_CASES = [
 @pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
 @pytest.mark.parametrize("op,path,name,xs,ws,attrs", CPU_FORM_CASES,
                          ids=[c[2] for c in CPU_FORM_CASES])
+@pytest.mark.cpu_device
 def test_cpu_recast_forms(op, path, name, xs, ws, attrs, bias, capfd):
     import gc
     model = conv_model(op, oc.elem(F32), xs, ws, attrs, bias)

@@ -110,6 +110,7 @@ def test_deform_conv_half_types(dtype):
     oc.check(lambda e: dc_model(feeds, attrs, names, elem=e), feeds, dtype, scale=5)
 
 
+@pytest.mark.cpu_device
 def test_deform_conv_float64():
     feeds, attrs, names = case(c=4, og=2, mask=True, bias=True, seed=7, strides=(2, 1))
     feeds = {k: v.astype(np.float64) for k, v in feeds.items()}

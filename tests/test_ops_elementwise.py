@@ -238,6 +238,7 @@ def test_add_opset6_declined(tmp_path):
     assert "opset version 6 is not translated (supported: 7..14)" in declined["n"]
 
 
+@pytest.mark.cpu_device
 def test_float64_mul_runs_on_mlx():
     """float64 arithmetic is claimed on the CPU device (tests/test_ops_float64.py has the rest)."""
     a = harness.rand((2, 3)).astype(np.float64)

@@ -13,6 +13,8 @@ from onnx import helper, numpy_helper
 import ops_common as oc
 from mlx_harness import EP, check_against_cpu, cpu_session, make_model, run_on_mlx
 
+pytestmark = pytest.mark.cpu_device  # float64 is claimed on the CPU device only
+
 F64_EXACT = ["MatMul"]
 
 

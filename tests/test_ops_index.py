@@ -208,6 +208,7 @@ def test_gather_out_of_range_int32_message():
                                   x[[1, 2]])
 
 
+@pytest.mark.cpu_device
 def test_gather_float64_claimed_on_cpu():
     """float64 data is claimed on the CPU device and moved bit-exactly."""
     x = np.random.default_rng(0).standard_normal((3, 2))

@@ -52,6 +52,7 @@ def test_einsum_scalar():
     harness.check_against_cpu(einsum_model("->", [()]), {"x0": np.array(5.0, np.float32)})
 
 
+@pytest.mark.cpu_device
 def test_einsum_float64():
     shapes = [(2, 3, 4), (2, 4, 5)]
     rng = np.random.default_rng(1)

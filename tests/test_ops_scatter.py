@@ -140,6 +140,7 @@ def test_scatter_reduction_before_its_opset_declined(op, tmp_path):
     oc.check_declined(m, None, "n", "max/min from 18", tmp_path)
 
 
+@pytest.mark.cpu_device
 def test_scatter_float64_claimed_on_cpu():
     """float64 is claimed on the CPU device and scattered bit-exactly."""
     m = scatter_model("ScatterElements", TensorProto.DOUBLE, [2, 2], [1, 2], [1, 2])

@@ -724,6 +724,7 @@ def test_eye_like(opset, to, k):
     oc.check_ref(m, {"x": x}, [np.eye(3, 5, k).astype(helper.tensor_dtype_to_np_dtype(out))])
 
 
+@pytest.mark.cpu_device
 def test_eye_like_float64_claimed_on_cpu():
     """float64 output (the dtype attribute) is claimed on the CPU device; exact."""
     m = one("EyeLike", [("x", TensorProto.FLOAT, [3, 4])], {"dtype": TensorProto.DOUBLE, "k": 1},

@@ -170,6 +170,7 @@ def test_window_int32_size_and_float16_output(op):
     harness.check_against_cpu(m, {"n": np.array(12, np.int32)}, rtol=2e-3, atol=2e-3)
 
 
+@pytest.mark.cpu_device
 def test_window_double_output():
     m = window_model("HannWindow", {"output_datatype": TP.DOUBLE}, out=TP.DOUBLE)
     got, _, _ = harness.check_against_cpu(m, {"n": np.array(6, np.int64)}, rtol=1e-15,

@@ -293,13 +293,15 @@ def test_dynamic_time_one_session():
 
 
 def test_composition_switch_gives_same_results(monkeypatch):
+    """On the CPU both sessions compose (bit-equal); on a GPU the first runs the fused kernel,
+    whose float32 sums are ordered differently (bench/gpu/linear_attention.py checks it widely)."""
     m = la_model(t=5)
     f = la_feeds(m)
     base = run_mlx(m, f)
     monkeypatch.setenv("ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN", "1")
     forced = run_mlx(m, f)
     for a, b in zip(base, forced):
-        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
 # --- declines ------------------------------------------------------------------------------------
@@ -427,4 +429,4 @@ def test_windows_compile_keyed_without_fallback(capfd):
         for g_, w_ in zip(got, [out, present, y, cpresent]):
             np.testing.assert_allclose(g_, w_, rtol=1e-4, atol=1e-5)
     assert len(lines) == 1 and "path keyed" in lines[0] and "fallbacks 0" in lines[0], lines
-    assert "compiled 5, eager 0" in lines[0], lines
+    assert "compiled 4, eager 1" in lines[0], lines  # T = 0 (an empty input) runs eagerly

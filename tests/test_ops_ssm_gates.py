@@ -268,7 +268,6 @@ def test_compiled_paths_without_fallback(capfd, with_norm, path):
     for f, got in zip(feeds, outs):
         np.testing.assert_allclose(got[0], cpu.run(None, f)[0], rtol=1e-5, atol=1e-5)
     assert len(lines) == 1 and f"path {path}" in lines[0] and "fallbacks 0" in lines[0], lines
-    # the (1, 0) feed has an empty dim: shapeless plans run such calls eagerly (MLX's
-    # shapeless replay mis-broadcasts empty dims); keyed plans compile them like any shape
-    expected = "compiled 4, eager 1" if path == "shapeless" else "compiled 5, eager 0"
-    assert expected in lines[0], lines
+    # the (1, 0) feed has an empty dim: such calls run eagerly on every compiled path (MLX's
+    # shapeless replay mis-broadcasts empty dims; its CUDA compiled kernels fault on them)
+    assert "compiled 4, eager 1" in lines[0], lines

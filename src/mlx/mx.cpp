@@ -609,7 +609,10 @@ int mx_scatter(mx_ctx *ctx, mx_array *out, mx_scatter_op op, mx_array a, const m
     for (int i = 0; i < n; i++) idx.push_back(A(indices[i]));
     const mc::array &x = A(a), &u = A(updates);
     std::vector<int> ax = to_vec(axes, n);
-    auto s = device_of(ctx);
+    /* MLX's CUDA scatter takes no 64-bit integers ("does not yet support int64"): those run on
+     * the CPU stream, whose result the GPU reads like any other array. */
+    bool wide = x.dtype() == mc::int64 || x.dtype() == mc::uint64;
+    auto s = wide ? mc::Device(mc::Device::cpu) : device_of(ctx);
     switch (op) {
       case MX_SCATTER_SET: return keep(ctx, out, mc::scatter(x, idx, u, ax, s));
       case MX_SCATTER_ADD: return keep(ctx, out, mc::scatter_add(x, idx, u, ax, s));

@@ -161,7 +161,8 @@ int mx_flatten(mx_ctx *ctx, mx_array *out, mx_array a, int start_axis, int end_a
 /* --- gather and scatter over several axes (index family) ---------------------------------- */
 /* MLX's general gather/scatter: indices[i] (n arrays, broadcast together, integer) index axes[i].
  * gather's result has the broadcast index shape followed by slice_sizes (a.ndim entries); scatter's
- * updates have the broadcast index shape followed by a.ndim dims. No bounds checks: callers clamp. */
+ * updates have the broadcast index shape followed by a.ndim dims. No bounds checks: callers clamp.
+ * 64-bit integer data scatters on the CPU stream (MLX's CUDA scatter has no int64/uint64). */
 typedef enum mx_scatter_op {
   MX_SCATTER_SET, MX_SCATTER_ADD, MX_SCATTER_PROD, MX_SCATTER_MAX, MX_SCATTER_MIN
 } mx_scatter_op;

@@ -121,7 +121,20 @@ static int encode_e8m0(mx_ctx *ctx, mx_array *out, mx_array x, bool saturate,
   return mx_astype(ctx, out, r, MX_UINT8);
 }
 
-static int encode_float(mx_ctx *ctx, mx_array *out, mx_array x, int t, bool saturate) {
+/* neg: where the float's own sign bit is set, read from its bits in its own width (a cast to
+ * float32 first may not keep a NaN's sign: MLX's CUDA backend makes -NaN +NaN there). */
+static int sign_bit_set(mx_ctx *ctx, mx_array x, mx_array *neg) {
+  mx_dtype d = mx_dtype_of(x);
+  mx_dtype as = d == MX_FLOAT64 ? MX_INT64 : d == MX_FLOAT32 ? MX_INT32 : MX_INT16;
+  mx_array bits, zero;
+  TRY(mx_view(ctx, &bits, x, as));
+  TRY(mx_scalar_int(ctx, &zero, 0, as));
+  return mx_binary(ctx, neg, MX_LESS, bits, zero);
+}
+
+/* x: float32 values; sign_src: the same values in the caller's float type (for the sign). */
+static int encode_float(mx_ctx *ctx, mx_array *out, mx_array x, mx_array sign_src, int t,
+                        bool saturate) {
   fmt f;
   get_fmt(t, &f);
   /* non-negative values by code, one virtual value past the largest, and their midpoints */
@@ -163,7 +176,7 @@ static int encode_float(mx_ctx *ctx, mx_array *out, mx_array x, int t, bool satu
     TRY(mx_where(ctx, &cnt, ok, cand, cnt));
   }
   /* overflow (and inf): clamp, or inf/NaN */
-  mx_array maxc, over, ovf_code, mag, zero, neg, bits, sign, nan_code, nan, r;
+  mx_array maxc, over, ovf_code, mag, zero, neg, sign, nan_code, nan, r;
   TRY(scalar_i(ctx, &maxc, f.max_code));
   TRY(mx_binary(ctx, &over, MX_GREATER, cnt, maxc));
   unsigned oc = saturate || t == IR_FLOAT4E2M1 ? f.max_code
@@ -174,9 +187,8 @@ static int encode_float(mx_ctx *ctx, mx_array *out, mx_array x, int t, bool satu
   /* the sign bit from the float's own (so -0 stays -0), except where the code is zero in a
    * format without negative zero */
   TRY(scalar_i(ctx, &zero, 0));
-  TRY(mx_view(ctx, &bits, x, MX_INT32));
   mx_array sign_bit, nan_sign;
-  TRY(mx_binary(ctx, &neg, MX_LESS, bits, zero));
+  TRY(sign_bit_set(ctx, sign_src, &neg));
   TRY(scalar_i(ctx, &sign_bit, f.sign));
   TRY(mx_where(ctx, &nan_sign, neg, sign_bit, zero)); /* NaN keeps its sign, as ORT's */
   if (f.uz) {
@@ -235,7 +247,11 @@ int lowbit_encode(mx_ctx *ctx, mx_array *out, mx_array x, int t, bool saturate,
                   const char *round_mode) {
   if (t == IR_FLOAT8E8M0) return encode_e8m0(ctx, out, x, saturate, round_mode ? round_mode : "up");
   fmt f;
-  if (get_fmt(t, &f)) return encode_float(ctx, out, x, t, saturate);
+  if (get_fmt(t, &f)) {
+    mx_array x32 = x;
+    if (mx_dtype_of(x) != MX_FLOAT32) TRY(mx_astype(ctx, &x32, x, MX_FLOAT32));
+    return encode_float(ctx, out, x32, x, t, saturate);
+  }
   if (ir_carrier_mx_dtype(t) < 0) {
     mx_set_error(ctx, "element type %d is not a raw type", t);
     return MX_ERR_ARG;
@@ -252,7 +268,9 @@ int lowbit_from(mx_ctx *ctx, mx_array *out, mx_array x, int t, bool saturate,
   mx_dtype d = mx_dtype_of(x);
   if (is_float_dtype(d) || lowbit_is_float(t)) {
     mx_array f = x;
-    if (d != MX_FLOAT32) TRY(mx_astype(ctx, &f, x, MX_FLOAT32));
+    /* float formats take the caller's float type (lowbit_encode reads the sign from it) */
+    bool keep = is_float_dtype(d) && lowbit_is_float(t) && t != IR_FLOAT8E8M0;
+    if (!keep && d != MX_FLOAT32) TRY(mx_astype(ctx, &f, x, MX_FLOAT32));
     return lowbit_encode(ctx, out, f, t, saturate, round_mode);
   }
   return wrap_int(ctx, out, x, t); /* integers and bool */

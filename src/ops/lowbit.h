@@ -23,7 +23,8 @@ int lowbit_decode(mx_ctx *ctx, mx_array *out, mx_array carrier, int elem_type);
  * (ORT's CPU kernel departs from it for a few values just past the largest finite one).
  * float8e8m0: round_mode "up", "down" or "nearest" on the float32 bits, as the ONNX reference.
  * int4/uint4/int2/uint2: rounded half away from zero (as ONNX Runtime's CPU kernel), NaN and
- * inf to 0, then the low bits kept (wrapping, as integer narrowing does). */
+ * inf to 0, then the low bits kept (wrapping, as integer narrowing does). x is float32, or for
+ * the float8/float4 formats any float type (its own bits give the sign, NaN's included). */
 int lowbit_encode(mx_ctx *ctx, mx_array *out, mx_array x, int elem_type, bool saturate,
                   const char *round_mode);
 /* Any MLX array -> carrier of elem_type (float inputs through float32, integers wrap). */

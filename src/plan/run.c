@@ -410,10 +410,12 @@ int plan_run(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array *outputs,
   mx_array *bound = malloc(sizeof(mx_array) * ((size_t)p->g->n_graph_inputs + 1));
   int rc = bound ? bind_inputs(p, ctx, inputs, bound, &n_bound, err, len) : MX_ERR_NOMEM;
   if (!bound) snprintf(err, len, "out of memory");
-  /* MLX's shapeless replay mis-broadcasts zero-size dims: such calls take the eager path. */
+  /* Calls with a zero-size input take the eager path: MLX's shapeless replay mis-broadcasts
+   * zero-size dims, and its CUDA backend's compiled kernels die of SIGFPE on them (seen on the
+   * H200 with keyed variants of T = 0), where eager MLX ops return empty results. */
   bool empty_input = false;
   for (int i = 0; rc == MX_OK && i < n_bound; i++) empty_input |= mx_size(bound[i]) == 0;
-  bool compiled = p->path == PLAN_KEYED || (p->path == PLAN_SHAPELESS && !empty_input);
+  bool compiled = (p->path == PLAN_KEYED || p->path == PLAN_SHAPELESS) && !empty_input;
   compiled = compiled && !p->compile_broken && !p->trial.chose_eager;
   if (rc == MX_OK && compiled && trial_wants_eager(p)) {
     uint64_t t0 = plan_now_ns();
