@@ -361,3 +361,30 @@ def test_sequence_inside_a_loop_body_is_declined_with_the_reason(tmp_path):
                                initializers=[("m", np.array(3, np.int64))], opset=17)
     oc.check_declined(model, {"x": np.array([1.0, 2.0], np.float32)}, "loop",
                       "is a sequence or optional", tmp_path)
+
+
+def test_large_if_with_computed_cond_is_claimed_branch_by_branch(tmp_path):
+    """Above 64 branch nodes an If whose cond is computed is declined (a whole If reads cond on
+    the host and runs eagerly); its branch nodes are then claimed on their own and compile."""
+    def chain(prefix, op, n):
+        nodes, cur = [], "x"
+        for i in range(n):
+            nodes.append(helper.make_node(op, [cur, "y"], [f"{prefix}{i}"], name=f"{prefix}{i}"))
+            cur = f"{prefix}{i}"
+        return nodes, cur
+    then_nodes, t_out = chain("t", "Add", 40)
+    else_nodes, e_out = chain("e", "Mul", 40)
+    then_g = graph(then_nodes, "then", [], [vi(t_out)])
+    else_g = graph(else_nodes, "else", [], [vi(e_out)])
+    nodes = [helper.make_node("Relu", ["a"], ["x"], name="relu"),
+             helper.make_node("If", ["c"], ["out"], name="if", then_branch=then_g,
+                              else_branch=else_g)]
+    m = harness.make_model(nodes, [("a", F, [3]), ("y", F, [3]), ("c", B, [])], [("out", F, None)])
+    # ORT partitions the branches first: there the If is found too large to take whole, so the
+    # branch nodes are claimed; the parent pass then sees them placed and leaves the If to ORT
+    for c in (True, False):
+        oc.check_declined(m, dict(FEEDS, c=np.array(c)), "if",
+                          "already placed on MLXExecutionProvider", tmp_path)
+    s = harness.mlx_session(m, allow_cpu=True)
+    placed = harness.assignment(s)
+    assert placed.get("t0") == harness.EP and placed.get("e39") == harness.EP, placed

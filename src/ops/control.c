@@ -62,6 +62,22 @@ static bool has_body(const ir_graph *g, const ir_node *n, const char *attr, op_w
 }
 
 /* --- If ---------------------------------------------------------------------------------- */
+/* A whole If with a computed cond reads cond on the host, so its group runs eagerly; branches
+ * claimed one by one (the If left to ORT) compile instead. Above this many branch nodes the
+ * latter measured faster (silero-vad: 2.2 ms piecewise and compiled vs 3.9 ms whole and eager,
+ * docs/BENCHMARKS.md), so such an If is declined and its branches are claimed on their own. */
+enum { IF_WHOLE_MAX_NODES = 64 };
+
+static int count_nodes(const ir_graph *body) {
+  int count = 0;
+  for (int i = 0; body && i < body->n_nodes; i++) {
+    count++;
+    for (int k = 0; k < body->nodes[i].n_subgraphs; k++)
+      count += count_nodes(body->nodes[i].subgraphs[k].graph);
+  }
+  return count;
+}
+
 static bool claim_if(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
   (void)r;
   if (!has_body(g, n, "then_branch", why) || !has_body(g, n, "else_branch", why)) return false;
@@ -71,6 +87,12 @@ static bool claim_if(const ir_graph *g, const ir_node *n, const op_row *r, op_wh
     if (branches[k]->n_graph_outputs != n->n_outputs)
       return op_decline(why, "%s has %d outputs, the node %d", k ? "else_branch" : "then_branch",
                         branches[k]->n_graph_outputs, n->n_outputs);
+  int nodes = count_nodes(branches[0]) + count_nodes(branches[1]);
+  if (!op_input_is_const(g, n, 0) && nodes > IF_WHOLE_MAX_NODES)
+    return op_decline(why, "cond is computed and the branches hold %d nodes (more than %d): a "
+                           "whole If would read cond on the host and run eagerly, so its "
+                           "branches are claimed one by one instead, where they compile",
+                      nodes, IF_WHOLE_MAX_NODES);
   return true;
 }
 
