@@ -439,27 +439,37 @@ static bool snapshot_all(builder *b, const OrtGraph *graph) {
   return ok && snapshot_boundary(b, graph, true) && snapshot_boundary(b, graph, false);
 }
 
+/* A builder with an empty graph that owns a new arena; false (and a message) when out of memory. */
+static bool builder_start(builder *b) {
+  b->err[0] = 0;
+  b->g = calloc(1, sizeof(ir_graph));
+  b->arena = b->g ? ir_arena_new() : NULL;
+  if (!b->arena) {
+    free(b->g);
+    snprintf(b->err, b->err_len, "out of memory while snapshotting the graph");
+    return false;
+  }
+  b->g->arena = b->arena;
+  b->g->owns_arena = true;
+  return true;
+}
+
+/* Frees the builder's scratch; the graph when !ok (NULL then, with a message). */
+static ir_graph *builder_finish(builder *b, bool ok, const char *what) {
+  free(b->slots);
+  if (!ok) {
+    if (!b->err[0]) snprintf(b->err, b->err_len, "out of memory while snapshotting the %s", what);
+    ir_graph_free(b->g);
+    return NULL;
+  }
+  return b->g;
+}
+
 ir_graph *ir_snapshot(const OrtApi *ort, int ort_version, const OrtGraph *graph, char *err,
                       size_t err_len) {
   builder b = {.ort = ort, .ort_version = ort_version, .err = err, .err_len = err_len};
-  err[0] = 0;
-  b.g = calloc(1, sizeof(ir_graph));
-  b.arena = b.g ? ir_arena_new() : NULL;
-  if (!b.arena) {
-    free(b.g);
-    snprintf(err, err_len, "out of memory while snapshotting the graph");
-    return NULL;
-  }
-  b.g->arena = b.arena;
-  b.g->owns_arena = true;
-  bool ok = grow_slots(&b) && snapshot_all(&b, graph);
-  free(b.slots);
-  if (!ok) {
-    if (!err[0]) snprintf(err, err_len, "out of memory while snapshotting the graph");
-    ir_graph_free(b.g);
-    return NULL;
-  }
-  return b.g;
+  if (!builder_start(&b)) return NULL;
+  return builder_finish(&b, grow_slots(&b) && snapshot_all(&b, graph), "graph");
 }
 
 static void free_tree(ir_graph *g) {
@@ -480,26 +490,10 @@ void ir_graph_free(ir_graph *g) {
 ir_graph *ir_snapshot_node(const OrtApi *ort, int ort_version, const OrtNode *node, char *err,
                            size_t err_len) {
   builder b = {.ort = ort, .ort_version = ort_version, .err = err, .err_len = err_len};
-  err[0] = 0;
-  b.g = calloc(1, sizeof(ir_graph));
-  b.arena = b.g ? ir_arena_new() : NULL;
-  if (!b.arena) {
-    free(b.g);
-    snprintf(err, err_len, "out of memory while snapshotting the graph");
-    return NULL;
-  }
-  b.g->arena = b.arena;
-  b.g->owns_arena = true;
+  if (!builder_start(&b)) return NULL;
   b.g->parent_op = "";
   b.g->nodes = ir_arena_alloc(b.arena, sizeof(ir_node));
   bool ok = b.g->nodes && grow_slots(&b);
   if (ok) b.g->n_nodes = 1;
-  ok = ok && snapshot_node(&b, node, 0);
-  free(b.slots);
-  if (!ok) {
-    if (!err[0]) snprintf(err, err_len, "out of memory while snapshotting the node");
-    ir_graph_free(b.g);
-    return NULL;
-  }
-  return b.g;
+  return builder_finish(&b, ok && snapshot_node(&b, node, 0), "node");
 }

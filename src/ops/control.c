@@ -417,7 +417,9 @@ static int translate_loop(tr_ctx *t, const ir_node *n, const op_row *r) {
 
 const op_row ops_control_rows[] = {
     {"", "If", 1, 25, claim_if, translate_if, OP_EAGER, 0, 0,
-     "the chosen branch is translated inline; cond is read on the host (eager unless constant)",
+     "the chosen branch is translated inline; cond is read on the host (eager unless "
+     "constant); with a computed cond and over 64 branch nodes, declined so that the branches "
+     "are claimed one by one and compile",
      class_if, NULL},
     {"", "Loop", 1, 25, claim_loop, translate_loop, OP_EAGER, 0, 0,
      "unrolled up to 4096 iterations; M and cond read on the host, a body-computed cond after "
