@@ -222,6 +222,7 @@ def test_declines_transpose_same_shorter_than_spec(tmp_path):
 # convolutions as one matrix product, ConvTranspose with kernel == stride as one matrix product.
 # Every form against ORT's CPU provider, and the node's noted path proves which one ran.
 DEPTHWISE = "depthwise taps (CPU)"
+SPLIT = "group by group"
 POINTWISE = "pointwise matmul (CPU)"
 UNFOLD = "non-overlapping transpose matmul (CPU)"
 CPU_FORM_CASES = [
@@ -234,6 +235,13 @@ CPU_FORM_CASES = [
      dict(group=6, auto_pad="SAME_UPPER", strides=[2, 1])),
     ("Conv", DEPTHWISE, "dw-2d-7x7", (1, 3, 16, 16), (3, 1, 7, 7), dict(group=3, pads=[3, 3, 3, 3])),
     ("Conv", DEPTHWISE, "dw-3d", (1, 4, 5, 6, 7), (4, 1, 2, 3, 3), dict(group=4, strides=[1, 2, 1])),
+    ("Conv", SPLIT, "group2-2d", (2, 6, 7, 8), (4, 3, 3, 3), dict(group=2, pads=[1, 1, 1, 1])),
+    ("Conv", SPLIT, "group3-2d-stride-dil", (1, 6, 11, 9), (9, 2, 3, 2),
+     dict(group=3, strides=[2, 1], dilations=[1, 2])),
+    ("Conv", SPLIT, "group2-1d", (2, 4, 10), (6, 2, 3), dict(group=2)),
+    ("Conv", SPLIT, "dw-multiplier2", (1, 3, 6, 6), (6, 1, 3, 3), dict(group=3)),
+    ("ConvTranspose", SPLIT, "t-group2-2d", (1, 4, 3, 4), (4, 3, 3, 3),
+     dict(group=2, strides=[2, 2])),
     ("Conv", POINTWISE, "1x1-2d", (2, 6, 5, 7), (4, 6, 1, 1), dict()),
     ("Conv", POINTWISE, "1x1-2d-stride", (1, 3, 9, 8), (5, 3, 1, 1), dict(strides=[2, 3])),
     ("Conv", POINTWISE, "1x1-1d", (2, 4, 9), (3, 4, 1), dict()),

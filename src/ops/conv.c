@@ -42,7 +42,8 @@ static int to_channels_first(tr_ctx *t, mx_array a, mx_array *out) {
 }
 
 /* mx_conv of channels-last x with w [O, k..., I/groups]. MLX has no grouped 3-D convolution, so
- * there each group is convolved alone and the results are concatenated along channels. */
+ * there each group is convolved alone and the results are concatenated along channels; on the CPU
+ * device grouped 1-D and 2-D convolutions are split the same way (conv_cpu_split_groups). */
 static int conv_channels_last(tr_ctx *t, mx_array x, mx_array w, int nd, const int *stride,
                               const int *lo, const int *hi, const int *kdil, const int *idil,
                               int groups, bool flip, mx_array *y) {
@@ -50,7 +51,7 @@ static int conv_channels_last(tr_ctx *t, mx_array x, mx_array w, int nd, const i
     return conv_cpu_depthwise(t, x, w, nd, stride, lo, hi, kdil, y);
   if (conv_cpu_pointwise_applies(t, x, w, nd, groups, lo, hi, idil, flip))
     return conv_cpu_pointwise(t, x, w, nd, stride, y);
-  if (groups == 1 || nd < 3)
+  if (groups == 1 || (nd < 3 && !conv_cpu_split_groups(t, groups)))
     return mx_conv(t->mx, y, x, w, stride, lo, hi, kdil, idil, nd, groups, flip);
   int cin = mx_dim(x, -1) / groups, cout = mx_dim(w, 0) / groups;
   mx_array *parts = malloc(sizeof(mx_array) * (size_t)groups);
@@ -64,6 +65,7 @@ static int conv_channels_last(tr_ctx *t, mx_array x, mx_array w, int nd, const i
       rc = mx_conv(t->mx, &parts[g], xg, wg, stride, lo, hi, kdil, idil, nd, 1, flip);
   }
   if (rc == MX_OK) rc = mx_concatenate(t->mx, y, parts, (size_t)groups, nd + 1);
+  if (rc == MX_OK) tr_note_path(t, "group by group");
   free(parts);
   return rc;
 }

@@ -21,6 +21,10 @@ bool conv_cpu_depthwise_applies(const tr_ctx *t, mx_array x, mx_array w, int nd,
                                 const int *lo, const int *hi, const int *idil, bool flip);
 int conv_cpu_depthwise(tr_ctx *t, mx_array x, mx_array w, int nd, const int *stride,
                        const int *lo, const int *hi, const int *kdil, mx_array *y);
+/* conv_cpu.c: whether a grouped convolution is better run group by group (MLX's CPU backend
+ * takes its BLAS path only for one group; up to CONV_CPU_MAX_SPLIT groups). */
+enum { CONV_CPU_MAX_SPLIT = 64 };
+bool conv_cpu_split_groups(const tr_ctx *t, int groups);
 /* conv_cpu.c: a 1x..x1 convolution (groups 1, no padding) as one matrix product. */
 bool conv_cpu_pointwise_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
                                 const int *lo, const int *hi, const int *idil, bool flip);

@@ -1,11 +1,13 @@
 /*
- * Convolution forms that MLX's CPU backend runs through its naive per-element loops (grouped
- * convolutions, which on the CPU only take the im2col + BLAS path when group == 1), recast on
- * the CPU device into MLX operations that are vectorised there: a depthwise convolution becomes
- * one multiply-add of a strided slice of the padded input per kernel tap (which compile fuses
- * into one loop), and other grouped convolutions run group by group through the BLAS path.
- * Measured in docs/BENCHMARKS.md (PP-OCR's depthwise layers); the GPU keeps MLX's own
- * convolution.
+ * Convolution forms that MLX's CPU backend runs through per-element loops or an im2col copy,
+ * recast on the CPU device into MLX operations that are vectorised or served by BLAS there (MLX's
+ * CPU convolution takes its im2col + BLAS path only for ungrouped, undilated correlations):
+ * a depthwise convolution becomes one multiply-add of a strided slice of the padded input per
+ * kernel tap (which compile fuses into one loop); other grouped convolutions run group by group
+ * (conv.c concatenates them); a 1x1 convolution is one matrix product; and a ConvTranspose whose
+ * kernel equals its stride is one matrix product whose columns interleave back into space. Each
+ * notes its path for the verbose summary. Measured in docs/BENCHMARKS.md (PP-OCR's depthwise and
+ * pointwise layers, PP-OCRv4 det's upsamplers); the GPU keeps MLX's own convolution.
  */
 #include "ops/conv.h"
 #include "plan/translate.h"
@@ -77,6 +79,10 @@ int conv_cpu_depthwise(tr_ctx *t, mx_array x, mx_array w, int nd, const int *str
   tr_note_path(t, "depthwise taps (CPU)");
   *y = acc;
   return MX_OK;
+}
+
+bool conv_cpu_split_groups(const tr_ctx *t, int groups) {
+  return t->mx->device == MX_DEVICE_CPU && groups > 1 && groups <= CONV_CPU_MAX_SPLIT;
 }
 
 bool conv_cpu_pointwise_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
