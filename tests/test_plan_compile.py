@@ -138,3 +138,40 @@ def test_path_trial_ignores_tracing_runs_of_new_shapes():
 def test_path_trial_switch_keeps_groups_compiled():
     [g] = run_verbose(elementwise_chain(), [(64, 64)] * 8)
     assert "path trial" not in g and runs_of(g, "eager") == 0 and runs_of(g, "compiled") == 8
+
+
+# --- nodes whose output shape follows values ------------------------------------------------------
+def nonzero_sandwich():
+    """x*x + x -> NonZero -> Cast -> Pad (shape-keyed) -> d*d + d: NonZero's count decides the
+    shape the suffix sees."""
+    nodes = [helper.make_node("Mul", ["x", "x"], ["a"], name="mul"),
+             helper.make_node("Add", ["a", "x"], ["b"], name="add"),
+             helper.make_node("NonZero", ["b"], ["nz"], name="nonzero"),
+             helper.make_node("Cast", ["nz"], ["c"], name="cast", to=TP.FLOAT),
+             helper.make_node("Pad", ["c", "pads"], ["d"], name="pad", mode="reflect"),
+             helper.make_node("Mul", ["d", "d"], ["e"], name="mul2"),
+             helper.make_node("Add", ["e", "d"], ["y"], name="add2")]
+    return make_model(nodes, [("x", TP.FLOAT, ["N", "M"])], [("y", TP.FLOAT, None)],
+                      initializers=[("pads", np.array([0, 1, 0, 1], np.int64))])
+
+
+def test_host_shaped_node_gets_its_own_group_and_neighbours_compile():
+    """NonZero is evaluated on the host; in a group of its own it leaves the nodes before and
+    after it compiled (3 groups: compiled, eager NonZero, compiled)."""
+    groups = run_verbose(nonzero_sandwich(), [(3, 4), (3, 4), (3, 4)])
+    assert len(groups) == 3, groups
+    alone = [g for g in groups if ": 1 nodes, path eager" in g]
+    assert len(alone) == 1, groups
+    others = [g for g in groups if g not in alone]
+    assert all("path shapeless" in g or "path keyed" in g for g in others), groups
+    assert all(re.search(r"compiled 3, eager 0", g) for g in others), groups
+
+
+def test_keyed_group_meeting_new_shapes_on_most_runs_turns_eager():
+    """Downstream of NonZero every new count is a new shape: after 16 traces, more than one run
+    in two, the keyed group runs eagerly, and says so."""
+    shapes = [(n, 3) for n in range(1, 25)]
+    groups = run_verbose(nonzero_sandwich(), shapes)
+    churned = [g for g in groups if "input shapes traced in" in g]
+    assert len(churned) == 1 and "->eager" in churned[0], groups
+    assert stat(churned[0], "fallbacks") == 0

@@ -49,6 +49,7 @@ static const char *class_name(op_compile_class c) {
     case OP_SHAPELESS: return "shapeless";
     case OP_SHAPE_KEYED: return "shape-keyed";
     case OP_EAGER: return "eager";
+    case OP_HOST_SHAPE: return "eager, own group";
   }
   return "?";
 }

@@ -61,13 +61,14 @@ OrtStatus *ORT_API_CALL ep_get_capability(OrtEp *this_ptr, const OrtGraph *graph
   if (!g) return ep_status(ep->ort, ORT_FAIL, "%s: GetCapability: %s", EP_NAME, err);
   int n = g->n_nodes;
   bool *claimed = calloc((size_t)n + 1, sizeof(bool));
+  bool *alone = calloc((size_t)n + 1, sizeof(bool)); /* host-shaped: a group of its own */
   int *group_of = calloc((size_t)n + 1, sizeof(int));
   report r = {.nodes = n};
   r.declines = calloc((size_t)n + 1, sizeof(report_decline));
   r.group_sizes = calloc((size_t)n + 1, sizeof(int));
   OrtStatus *st = NULL;
   ir_graph *owner = NULL; /* in a subgraph: the control-flow node owning it */
-  if (!claimed || !group_of || !r.declines || !r.group_sizes) {
+  if (!claimed || !alone || !group_of || !r.declines || !r.group_sizes) {
     st = ep_status(ep->ort, ORT_FAIL, "%s: out of memory", EP_NAME);
     goto done;
   }
@@ -111,8 +112,11 @@ OrtStatus *ORT_API_CALL ep_get_capability(OrtEp *this_ptr, const OrtGraph *graph
     else if (in_loop_body)
       snprintf(d->reason, sizeof d->reason, "inside a %s body, which is claimed only whole: "
                "%.180s", g->parent_op, owner_why);
-    else
-      claimed[i] = op_claim(g, nd, &env, d->reason, sizeof d->reason) != NULL;
+    else {
+      const op_row *row = op_claim(g, nd, &env, d->reason, sizeof d->reason);
+      claimed[i] = row != NULL;
+      alone[i] = row && op_node_compile_class(row, g, nd) == OP_HOST_SHAPE;
+    }
     if (claimed[i]) {
       r.claimed++;
       continue;
@@ -127,7 +131,7 @@ OrtStatus *ORT_API_CALL ep_get_capability(OrtEp *this_ptr, const OrtGraph *graph
   decline_ctx dc = {.g = g, .r = &r};
   int dropped = 0;
   do {
-    r.groups = partition_groups(g, claimed, group_of, NULL);
+    r.groups = partition_groups(g, claimed, alone, group_of, NULL);
     if (r.groups >= 0) dropped = containers_enforce(g, claimed, group_of, boundary_decline, &dc);
   } while (r.groups >= 0 && dropped > 0);
   if (dropped < 0) {
@@ -145,6 +149,7 @@ OrtStatus *ORT_API_CALL ep_get_capability(OrtEp *this_ptr, const OrtGraph *graph
                    ep->options.report_file);
 done:
   free(claimed);
+  free(alone);
   free(group_of);
   free(r.declines);
   free(r.group_sizes);

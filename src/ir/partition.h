@@ -10,9 +10,12 @@
 #include "ir/ir.h"
 
 /* group_of[i] receives the group of node i, or IR_NONE if not claimed; order (optional, n_nodes
- * entries) receives the topological order used. Returns the number of groups, or -1 when out of
- * memory. Group ids follow topological order. With every node claimed, order is simply a
- * topological order of the graph (what plans execute in). */
-int partition_groups(const ir_graph *g, const bool *claimed, int *group_of, int *order);
+ * entries) receives the topological order used. alone (optional): claimed nodes that get a group
+ * of their own (eager nodes whose output shapes follow values), taken only when no other claimed
+ * node is ready, so the group before them is as large as it can be. Returns the number of
+ * groups, or -1 when out of memory. Group ids follow topological order. With every node claimed,
+ * order is simply a topological order of the graph (what plans execute in). */
+int partition_groups(const ir_graph *g, const bool *claimed, const bool *alone, int *group_of,
+                     int *order);
 
 #endif

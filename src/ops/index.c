@@ -12,7 +12,8 @@
  * Scatter reductions follow their opsets (none from 11, add/mul from 16, max/min from 18); with
  * 'none', which of several updates to one slot lands is unspecified (ONNX leaves it undefined).
  * Compress, NonZero and Unique have data-dependent output shapes: they read their input on the
- * host every run (bridge host reads in the translator) and are eager rows. Every row takes float64
+ * host every run (bridge host reads in the translator): eager rows that the partitioner puts in
+ * a group of their own (OP_HOST_SHAPE), so the nodes around them still compile. Every row takes float64
  * on the CPU device (OP_F64): the data is only moved, selected or compared, scatter reductions
  * apply the updates one by one in float64 as ONNX Runtime does, and float64 keys and indices are
  * compared as float64 (never narrowed to float32).
@@ -645,7 +646,7 @@ static bool claim_compress(const ir_graph *g, const ir_node *n, const op_row *r,
 
 /* A constant condition is free to read and fixes the output shape: such a node compiles keyed. */
 static op_compile_class compress_node_class(const ir_graph *g, const ir_node *n) {
-  return op_input_is_const(g, n, 1) ? OP_SHAPE_KEYED : OP_EAGER;
+  return op_input_is_const(g, n, 1) ? OP_SHAPE_KEYED : OP_HOST_SHAPE;
 }
 
 /* The condition is read on the host (the output's length depends on it); its first
@@ -889,14 +890,14 @@ const op_row ops_index_rows[] = {
      "negative indices wrap (opset 9 too, as in ONNX Runtime), others out of range give all-off; "
      "depth is read on the host: free when constant; a computed depth makes the group eager for "
      "that read"},
-    {"", "Compress", 9, 25, claim_compress, translate_compress, OP_EAGER, ANY_F64, 0,
+    {"", "Compress", 9, 25, claim_compress, translate_compress, OP_HOST_SHAPE, ANY_F64, 0,
      "data-dependent output shape: a computed condition is evaluated on the host every run (a "
      "constant one compiles keyed); a negative axis counts from the back (Compress-9 too, as in "
      "ONNX Runtime)",
      compress_node_class},
-    {"", "NonZero", 9, 25, NULL, translate_nonzero, OP_EAGER, ANY_F64, 0,
+    {"", "NonZero", 9, 25, NULL, translate_nonzero, OP_HOST_SHAPE, ANY_F64, 0,
      "data-dependent output shape: evaluated on the host every run"},
-    {"", "Unique", 11, 25, claim_unique, translate_unique, OP_EAGER, ANY_F64, 0,
+    {"", "Unique", 11, 25, claim_unique, translate_unique, OP_HOST_SHAPE, ANY_F64, 0,
      "data-dependent output shape: evaluated on the host every run; NaN equals NaN and sorts "
      "last"},
     OP_ROWS_END,

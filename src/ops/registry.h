@@ -23,7 +23,10 @@ struct op_row;
 typedef enum op_compile_class {
   OP_SHAPELESS,   /* translation depends on ranks only */
   OP_SHAPE_KEYED, /* translation reads concrete shapes */
-  OP_EAGER        /* translation reads tensor values on the host every run */
+  OP_EAGER,       /* translation reads tensor values on the host every run */
+  OP_HOST_SHAPE   /* eager, and the output shape follows tensor values (NonZero, Unique, ...):
+                   * the partitioner gives such a node a group of its own, so that the nodes
+                   * around it form groups that still compile */
 } op_compile_class;
 
 /* A decline reason under construction. */

@@ -743,7 +743,8 @@ const op_row ops_vision_rows[] = {
      "scatter-add at host-computed image positions; image_shape and block_shape read on the "
      "host (eager unless constant)",
      col2im_node_class},
-    {"", "NonMaxSuppression", 10, 25, claim_nms, translate_nms, OP_EAGER, OP_T(IR_FLOAT), 0,
+    {"", "NonMaxSuppression", 10, 25, claim_nms, translate_nms, OP_HOST_SHAPE, OP_T(IR_FLOAT),
+     0,
      "data-dependent output: computed on the host every run (greedy per batch and class, "
      "float32 IoU as ONNX Runtime)"},
     OP_ROWS_END,

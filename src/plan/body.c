@@ -82,7 +82,7 @@ static int body_build(const ir_graph *enclosing, const ir_subgraph *s, mx_ctx *c
   }
   rc = MX_ERR_ARG;
   for (int i = 0; i < n; i++) all[i] = true;
-  if (partition_groups(g, all, groups, b->order) < 0) {
+  if (partition_groups(g, all, NULL, groups, b->order) < 0) {
     snprintf(err, len, "%s has no topological order", s->attr);
     goto done;
   }

@@ -121,7 +121,7 @@ static int fold_constants(plan *p, mx_ctx *ctx, char *err, size_t len) {
   for (int k = 0; k < p->g->n_nodes; k++) {
     int i = p->order[k];
     const ir_node *n = &p->g->nodes[i];
-    if (p->rows[i]->compile_class == OP_EAGER || !all_inputs_constant(p, n) ||
+    if (p->rows[i]->compile_class >= OP_EAGER || !all_inputs_constant(p, n) ||
         plan_node_touches_container(p->g, n))
       continue;
     unsigned reads = 0;
@@ -171,7 +171,7 @@ static void mark_shape_nodes(plan *p) {
   for (int k = 0; k < p->g->n_nodes; k++) {
     int i = p->order[k];
     const ir_node *n = &p->g->nodes[i];
-    if (p->folded[i] || p->classes[i] == OP_EAGER || n->n_subgraphs ||
+    if (p->folded[i] || p->classes[i] >= OP_EAGER || n->n_subgraphs ||
         plan_node_touches_container(p->g, n))
       continue;
     /* Shape and Size read only shapes, which a keyed variant fixes, whatever their input. */
@@ -205,7 +205,7 @@ static void choose_path(plan *p, const plan_config *cfg) {
     worst = p->classes[i];
     snprintf(p->path_reason_buf, sizeof p->path_reason_buf, "%s '%s' is %s",
              p->g->nodes[i].op_type, p->g->nodes[i].name,
-             worst == OP_EAGER ? "eager-only" : "shape-keyed");
+             worst >= OP_EAGER ? "eager-only" : "shape-keyed");
     p->path_reason = p->path_reason_buf;
   }
   if (!cfg->compile) {
@@ -214,7 +214,7 @@ static void choose_path(plan *p, const plan_config *cfg) {
   } else if (live <= 1) {
     p->path = PLAN_EAGER; /* compiling one op only adds the cost of the compiled call */
     p->path_reason = "a single node: nothing to fuse";
-  } else if (worst == OP_EAGER) {
+  } else if (worst >= OP_EAGER) {
     p->path = PLAN_EAGER;
   } else if (worst == OP_SHAPE_KEYED || !cfg->shapeless) {
     p->path = PLAN_KEYED;
@@ -258,7 +258,7 @@ int plan_build(const ir_graph *snapshot, const char *name, const plan_config *cf
     goto fail;
   }
   for (int i = 0; i < n; i++) all[i] = true;
-  if (partition_groups(p->g, all, groups, p->order) < 0) {
+  if (partition_groups(p->g, all, NULL, groups, p->order) < 0) {
     snprintf(err, len, "the fused subgraph has no topological order");
     goto fail;
   }

@@ -88,6 +88,7 @@ typedef struct plan {
   const char *path_reason;
   char path_reason_buf[192];
   bool compile_broken; /* a trace failed where eager succeeded: eager from then on */
+  bool shape_churn;    /* a keyed plan kept meeting new shapes: eager from then on (run.c) */
   plan_trial trial;
   atomic_bool traced_checks; /* some trace recorded run-time checks: read the check output */
   bool *shape_node;        /* per node: computes only from input shapes and constants */

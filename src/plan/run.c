@@ -402,6 +402,24 @@ static void trial_record(plan *p, bool eager, uint64_t ns) {
   p->path_reason = p->path_reason_buf;
 }
 
+/* A keyed plan whose inputs keep changing shape (downstream of NonZero, say) would trace on
+ * most runs; once it has traced PLAN_CHURN_TRACES variants, more than one run in two, it runs
+ * eagerly for the rest of the session. */
+enum { PLAN_CHURN_TRACES = 16 };
+
+static void check_shape_churn(plan *p) {
+  unsigned long long misses = atomic_load(&p->stats.cache_misses);
+  unsigned long long runs = atomic_load(&p->stats.runs) + 1;
+  if (p->path != PLAN_KEYED || misses < PLAN_CHURN_TRACES || 2 * misses <= runs) return;
+  p->shape_churn = true;
+  char before[sizeof p->path_reason_buf];
+  snprintf(before, sizeof before, "%s", p->path_reason ? p->path_reason : "");
+  snprintf(p->path_reason_buf, sizeof p->path_reason_buf,
+           "%llu input shapes traced in %llu runs: eager from then on; %.96s", misses, runs,
+           before);
+  p->path_reason = p->path_reason_buf;
+}
+
 /* --- entry point --------------------------------------------------------------------------- */
 int plan_run(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array *outputs, char *err,
              size_t len) {
@@ -416,7 +434,7 @@ int plan_run(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array *outputs,
   bool empty_input = false;
   for (int i = 0; rc == MX_OK && i < n_bound; i++) empty_input |= mx_size(bound[i]) == 0;
   bool compiled = (p->path == PLAN_KEYED || p->path == PLAN_SHAPELESS) && !empty_input;
-  compiled = compiled && !p->compile_broken && !p->trial.chose_eager;
+  compiled = compiled && !p->compile_broken && !p->trial.chose_eager && !p->shape_churn;
   if (rc == MX_OK && compiled && trial_wants_eager(p)) {
     uint64_t t0 = plan_now_ns();
     rc = run_eager(p, ctx, bound, outputs, err, len);
@@ -428,6 +446,7 @@ int plan_run(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array *outputs,
     if (compiled_rc == MX_OK && checks_ok && atomic_load(&p->stats.runs) > 0 &&
         atomic_load(&p->stats.cache_misses) == misses)
       trial_record(p, false, plan_now_ns() - t0);
+    if (compiled_rc == MX_OK) check_shape_churn(p);
     if (compiled_rc != MX_OK) {
       char trace_err[MX_ERROR_LEN];
       snprintf(trace_err, sizeof trace_err, "%s", ctx->error);
