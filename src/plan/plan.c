@@ -205,12 +205,16 @@ static void choose_path(plan *p, const plan_config *cfg) {
     worst = p->classes[i];
     snprintf(p->path_reason_buf, sizeof p->path_reason_buf, "%s '%s' is %s",
              p->g->nodes[i].op_type, p->g->nodes[i].name,
-             worst >= OP_EAGER ? "eager-only" : "shape-keyed");
+             worst == OP_HOST_SHAPE ? "evaluated on the host (its output shape follows values)"
+             : worst == OP_EAGER    ? "eager-only"
+                                    : "shape-keyed");
     p->path_reason = p->path_reason_buf;
   }
   if (!cfg->compile) {
     p->path = PLAN_EAGER;
     p->path_reason = "compilation disabled (ONNXRUNTIME_EP_MLX_NO_COMPILE)";
+  } else if (worst == OP_HOST_SHAPE) {
+    p->path = PLAN_EAGER; /* path_reason names the node */
   } else if (live <= 1) {
     p->path = PLAN_EAGER; /* compiling one op only adds the cost of the compiled call */
     p->path_reason = "a single node: nothing to fuse";
