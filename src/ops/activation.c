@@ -13,6 +13,7 @@
  * for half types; Hardmax is the one-hot of the first maximum in row-major order (NaNs skipped).
  */
 #include "ops/families.h"
+#include "ops/fastmath.h"
 #include "plan/translate.h"
 
 #include <math.h>
@@ -291,7 +292,12 @@ static int translate_softmax(tr_ctx *t, const ir_node *n, const op_row *r) {
   int axes[MX_MAX_RANK], k = 0;
   TR_TRY(sm_axes(t, n, mx_ndim(x), axes, &k));
   if (r->code == SM_SOFTMAX) {
-    TR_TRY(mx_softmax(t->mx, &y, x, axes, k));
+    if (fm_applies(t, x)) { /* MLX's CPU softmax runs its scalar exp */
+      TR_TRY(fm_softmax(t, x, axes, k, &y));
+      tr_note_path(t, "composed exp (CPU)");
+    } else {
+      TR_TRY(mx_softmax(t->mx, &y, x, axes, k));
+    }
     return tr_out_cast(t, 0, y);
   }
   /* (x - max) - log(sum(exp(x - max))): subtracting the max first keeps the large magnitudes

@@ -3,12 +3,18 @@
  * row's code (mx_unary_op or mx_binary_op), with the result cast to the declared output type.
  */
 #include "ops/families.h"
+#include "ops/fastmath.h"
 #include "plan/translate.h"
 
 int op_translate_unary(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)n;
-  mx_array y;
-  TR_TRY(mx_unary(t->mx, &y, (mx_unary_op)r->code, tr_in(t, 0)));
+  mx_array y, x = tr_in(t, 0);
+  if (fm_has_unary(r->code) && fm_applies(t, x)) { /* MLX's CPU exp is scalar code */
+    TR_TRY(fm_unary(t, r->code, x, &y));
+    tr_note_path(t, "composed exp (CPU)");
+  } else {
+    TR_TRY(mx_unary(t->mx, &y, (mx_unary_op)r->code, x));
+  }
   return tr_out_cast(t, 0, y);
 }
 

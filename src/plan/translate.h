@@ -64,6 +64,8 @@ typedef struct tr_ctx {
   bool fast_kernels;      /* custom kernels allowed (off: ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN) */
   mx_array *derived;      /* this node's TR_DERIVED_SLOTS values prepared at plan build */
   bool preparing;         /* inside a row's prepare hook (plan build, constants arena) */
+  bool shapeless_trace;   /* tracing a shapeless function: MLX cannot infer the output shapes
+                           * of some primitives there (bit views), so avoid them */
   tr_seqs *seqs;          /* sequence/optional values (NULL where none may occur) */
   struct plan_body *const *bodies; /* per subgraph of a control-flow node; NULL otherwise */
 } tr_ctx;

@@ -1,0 +1,21 @@
+/*
+ * Composed transcendental kernels for the CPU device (fastmath.c). MLX's CPU backend computes
+ * exp (and with it sigmoid and softmax) with scalar code, several times slower than its
+ * vectorised arithmetic; the same functions composed from that arithmetic are faster, and as
+ * accurate (docs/BENCHMARKS.md). Used for float32 on the CPU device only.
+ */
+#ifndef FASTMATH_H
+#define FASTMATH_H
+
+#include "plan/translate.h"
+
+/* Whether x takes the composed kernels: float32 on the CPU device, outside shapeless traces. */
+bool fm_applies(const tr_ctx *t, mx_array x);
+/* Whether unary op `op` (an mx_unary_op) has a composed form. */
+bool fm_has_unary(int op);
+int fm_unary(tr_ctx *t, int op, mx_array x, mx_array *out);
+int fm_exp(tr_ctx *t, mx_array x, mx_array *out);
+/* softmax over `axes` (n of them): exp(x - max) / sum, with the composed exp. */
+int fm_softmax(tr_ctx *t, mx_array x, const int *axes, int n, mx_array *out);
+
+#endif
