@@ -6,6 +6,8 @@ CastLike and BitCast, over dtypes, numpy broadcasting and opset versions; intege
 toward zero with negative operands; Pow with exponents of another type; Mod's two sign rules;
 Round's halves to even. Every node is proven to run on MLX and compared with ORT's CPU provider
 (numpy where ORT has no kernel)."""
+import math
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
@@ -646,23 +648,26 @@ def _exp_grid():
 
 
 @pytest.mark.cpu_device
-@pytest.mark.parametrize("op,ref", [("Exp", np.exp), ("Sigmoid", lambda x: 1 / (1 + np.exp(-x)))])
+@pytest.mark.parametrize("op,ref", [("Exp", np.exp), ("Sigmoid", lambda x: 1 / (1 + np.exp(-x))),
+                                    ("Erf", np.vectorize(math.erf, otypes=[np.float64]))])
 def test_composed_exp_on_cpu_is_accurate(op, ref, capfd):
-    """On the CPU device float32 Exp and Sigmoid are composed from MLX arithmetic
-    (src/ops/fastmath.c, MLX's CPU exp being scalar code): within 2 ulps of float64 exp rounded
-    to float32 over every region, inf/NaN/zero/subnormal results included, and the node notes
-    its path."""
+    """On the CPU device float32 Exp, Sigmoid and Erf in a group compiled keyed on shapes are composed
+    from MLX arithmetic (src/ops/fastmath.c, MLX's CPU exp being scalar code): within 2 ulps of
+    float64 exp rounded to float32 over every region, inf/NaN/zero/subnormal results included,
+    and the node notes its path. (A zero Pad makes the group shape-keyed.)"""
     import gc
     x = _exp_grid()
-    model = harness.make_model([helper.make_node(op, ["x"], ["y"], name="n")],
-                               [("x", TensorProto.FLOAT, [x.size])],
-                               [("y", TensorProto.FLOAT, None)], opset=13)
+    nodes = [helper.make_node(op, ["x"], ["e"], name="n"),
+             helper.make_node("Pad", ["e", "pads"], ["y"], name="pad")]
+    model = harness.make_model(nodes, [("x", TensorProto.FLOAT, [x.size])],
+                               [("y", TensorProto.FLOAT, None)], opset=13,
+                               initializers=[("pads", np.array([0, 0], np.int64))])
     capfd.readouterr()
     s = harness.mlx_session(model, provider_options={"verbose": "1"})
     got = s.run(None, {"x": x})[0]
     del s
     gc.collect()
-    assert "node 'n' (%s): composed exp (CPU)" % op in capfd.readouterr().err
+    assert "node 'n' (%s): composed (CPU)" % op in capfd.readouterr().err
     with np.errstate(over="ignore"):
         want = ref(x.astype(np.float64)).astype(np.float32)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))

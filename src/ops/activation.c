@@ -294,7 +294,7 @@ static int translate_softmax(tr_ctx *t, const ir_node *n, const op_row *r) {
   if (r->code == SM_SOFTMAX) {
     if (fm_applies(t, x)) { /* MLX's CPU softmax runs its scalar exp */
       TR_TRY(fm_softmax(t, x, axes, k, &y));
-      tr_note_path(t, "composed exp (CPU)");
+      tr_note_path(t, "composed (CPU)");
     } else {
       TR_TRY(mx_softmax(t->mx, &y, x, axes, k));
     }

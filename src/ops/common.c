@@ -11,7 +11,7 @@ int op_translate_unary(tr_ctx *t, const ir_node *n, const op_row *r) {
   mx_array y, x = tr_in(t, 0);
   if (fm_has_unary(r->code) && fm_applies(t, x)) { /* MLX's CPU exp is scalar code */
     TR_TRY(fm_unary(t, r->code, x, &y));
-    tr_note_path(t, "composed exp (CPU)");
+    tr_note_path(t, "composed (CPU)");
   } else {
     TR_TRY(mx_unary(t->mx, &y, (mx_unary_op)r->code, x));
   }

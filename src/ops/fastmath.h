@@ -1,6 +1,6 @@
 /*
  * Composed transcendental kernels for the CPU device (fastmath.c). MLX's CPU backend computes
- * exp (and with it sigmoid and softmax) with scalar code, several times slower than its
+ * exp and erf (and with them sigmoid and softmax) with scalar code, several times slower than its
  * vectorised arithmetic; the same functions composed from that arithmetic are faster, and as
  * accurate (docs/BENCHMARKS.md). Used for float32 on the CPU device only.
  */
@@ -9,7 +9,7 @@
 
 #include "plan/translate.h"
 
-/* Whether x takes the composed kernels: float32 on the CPU device, outside shapeless traces. */
+/* Whether x takes the composed kernels: float32 on the CPU device, in keyed traces. */
 bool fm_applies(const tr_ctx *t, mx_array x);
 /* Whether unary op `op` (an mx_unary_op) has a composed form. */
 bool fm_has_unary(int op);

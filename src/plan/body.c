@@ -161,7 +161,7 @@ static int translate_body(tr_ctx *t, const plan_body *b, mx_array *values, const
       }
     tr_ctx sub = {.mx = t->mx, .g = g, .values = values, .const_values = known, .node = n,
                   .checks = t->checks, .path_note = &b->node_paths[i],
-                  .fast_kernels = t->fast_kernels, .shapeless_trace = t->shapeless_trace,
+                  .fast_kernels = t->fast_kernels, .trace = t->trace,
                   .derived = &b->derived[(size_t)i * TR_DERIVED_SLOTS], .bodies = b->sub[i]};
     t->mx->error[0] = 0;
     int rc = b->rows[i]->translate(&sub, n, b->rows[i]);

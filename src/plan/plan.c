@@ -72,7 +72,7 @@ int plan_translate_node(const plan *p, mx_ctx *ctx, mx_array *values, const mx_a
   const ir_node *n = &p->g->nodes[index];
   tr_ctx t = {.mx = ctx, .g = p->g, .values = values, .const_values = known,
               .node = n, .checks = checks, .path_note = &p->node_paths[index],
-              .fast_kernels = p->fast_kernels, .shapeless_trace = p->tracing_shapeless,
+              .fast_kernels = p->fast_kernels, .trace = (tr_trace)p->tracing,
               .derived = &p->derived[(size_t)index * TR_DERIVED_SLOTS], .seqs = seqs,
               .bodies = p->bodies[index]};
   ctx->error[0] = 0;

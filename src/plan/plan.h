@@ -84,7 +84,7 @@ typedef struct plan {
   mx_device device;
   bool wrap_inputs; /* hand ORT's input buffers to MLX without a copy (CPU device) */
   bool fast_kernels;
-  bool tracing_shapeless; /* set while the shapeless function traces (see tr_ctx) */
+  int tracing; /* TR_TRACE_* while a compiled function traces (see tr_ctx.trace) */
   plan_path path;   /* chosen at build from the rows' compile classes */
   const char *path_reason;
   char path_reason_buf[192];

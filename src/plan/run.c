@@ -189,10 +189,10 @@ static int traced_graph(void *user, mx_ctx *ctx, const mx_array *inputs, size_t 
     memcpy(known, p->const_values, sizeof(mx_array) * (size_t)p->g->n_values);
     for (int v = 0; e->shape_values && v < p->g->n_values; v++)
       if (e->shape_values[v]) values[v] = known[v] = e->shape_values[v];
-    p->tracing_shapeless = e == &p->shapeless_entry;
+    p->tracing = e == &p->shapeless_entry ? TR_TRACE_SHAPELESS : TR_TRACE_KEYED;
     rc = translate_all(p, ctx, values, known, e->shape_values != NULL, &checks, outputs,
                        &host_reads, err, sizeof err);
-    p->tracing_shapeless = false;
+    p->tracing = TR_EAGER;
     if (rc != MX_OK) snprintf(ctx->error, sizeof ctx->error, "%s", err);
   }
   mx_array ok = NULL;

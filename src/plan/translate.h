@@ -52,6 +52,10 @@ bool tr_seqs_init(tr_seqs *s, int n_values);
 void tr_seqs_free(tr_seqs *s);
 struct plan_body; /* a control-flow subgraph made ready at plan build (src/plan/body.c) */
 
+/* What a translation is building. Some compositions pay only when MLX compile fuses them into
+ * one kernel (keyed traces), and some primitives cannot be replayed shapeless (bit views). */
+typedef enum tr_trace { TR_EAGER, TR_TRACE_KEYED, TR_TRACE_SHAPELESS } tr_trace;
+
 typedef struct tr_ctx {
   mx_ctx *mx;
   const ir_graph *g;
@@ -64,8 +68,8 @@ typedef struct tr_ctx {
   bool fast_kernels;      /* custom kernels allowed (off: ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN) */
   mx_array *derived;      /* this node's TR_DERIVED_SLOTS values prepared at plan build */
   bool preparing;         /* inside a row's prepare hook (plan build, constants arena) */
-  bool shapeless_trace;   /* tracing a shapeless function: MLX cannot infer the output shapes
-                           * of some primitives there (bit views), so avoid them */
+  tr_trace trace;         /* what the translation builds: an eager graph, or the trace of a
+                           * compiled function (keyed on shapes, or shapeless) */
   tr_seqs *seqs;          /* sequence/optional values (NULL where none may occur) */
   struct plan_body *const *bodies; /* per subgraph of a control-flow node; NULL otherwise */
 } tr_ctx;
