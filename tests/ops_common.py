@@ -137,6 +137,17 @@ def check_ref(model, feeds, expected, rtol=1e-5, atol=1e-6):
     return got
 
 
+def declined_reasons(model, tmp_path):
+    """{node: reason} from the partition report, whether or not ORT's CPU provider can run the
+    declined node (when it cannot, the session fails after the report is written)."""
+    report = tmp_path / "partition.json"
+    try:
+        harness.mlx_session(model, allow_cpu=True, provider_options={"report_file": str(report)})
+    except Exception:
+        pass
+    return {d["name"]: d["reason"] for d in json.loads(report.read_text())["declined"]}
+
+
 def declines_without_cpu_kernel(model, tmp_path, match):
     """For a node ORT's CPU provider cannot run either: session creation fails (with `match`),
     but the partition report, written while partitioning, still names the declines.
@@ -153,9 +164,9 @@ def check_compiled(model, feed_sets, capfd, path="shapeless", rtol=1e-5, atol=1e
     """Runs one MLX session on several feed sets (e.g. different batch sizes through symbolic
     dims), compares each run with ORT's CPU provider, then reads the EP's verbose session summary
     (printed to stderr when the session is released) and asserts the single fused group took
-    `path` with every run compiled and no fallback to eager translation. On the shapeless path,
-    runs whose inputs hold a zero-size dim are expected eager (MLX's shapeless replay
-    mis-broadcasts empty dims, so the plan runs those calls eagerly)."""
+    `path` with every run compiled and no fallback to eager translation. Runs whose inputs hold a
+    zero-size dim are expected eager on every compiled path (src/plan/run.c: MLX's shapeless
+    replay mis-broadcasts empty dims, and its CUDA compiled kernels fault on them)."""
     import gc
 
     s = harness.mlx_session(model, provider_options={"verbose": "1"})
@@ -168,8 +179,7 @@ def check_compiled(model, feed_sets, capfd, path="shapeless", rtol=1e-5, atol=1e
     err = capfd.readouterr().err
     lines = [ln for ln in err.splitlines() if " nodes, path " in ln]
     assert len(lines) == 1, err
-    empty = sum(1 for f in feed_sets if path == "shapeless" and
-                any(np.asarray(v).size == 0 for v in f.values()))
+    empty = sum(1 for f in feed_sets if any(np.asarray(v).size == 0 for v in f.values()))
     runs = len(feed_sets) - empty
     assert f"path {path} (" in lines[0], lines[0]
     assert f"compiled {runs}, eager {empty}" in lines[0] and "fallbacks 0" in lines[0], lines[0]

@@ -7,7 +7,6 @@ and InvStdDev); RMSNormalization (fast and composed, mixed X/Scale types); Insta
 sizes and other ranks against the spec in NumPy); BatchNormalization inference at every row
 (spatial=0, mixed types, opset 6 against opset 7); the declined forms with their reasons; and
 compiled groups (shapeless and shape-keyed)."""
-import json
 
 import numpy as np
 import pytest
@@ -155,17 +154,6 @@ def check_vs_f32(build, feeds, dtype, scale=1.0):
         np.testing.assert_allclose(np.asarray(g, np.float32), r, rtol=rtol, atol=atol)
 
 
-def declined_reasons(model, tmp_path):
-    """{node: reason} from the partition report, whether or not ORT's CPU provider can run the
-    declined node (when it cannot, the session fails after the report is written)."""
-    report = tmp_path / "partition.json"
-    try:
-        harness.mlx_session(model, allow_cpu=True, provider_options={"report_file": str(report)})
-    except Exception:
-        pass
-    return {d["name"]: d["reason"] for d in json.loads(report.read_text())["declined"]}
-
-
 def feeds_of(**shapes):
     """name=(shape, low, high) -> random float32 feeds."""
     return {k: harness.rand(s, low=lo, high=hi, seed=i) for i, (k, (s, lo, hi)) in
@@ -222,7 +210,7 @@ def test_instance_norm(dtype, opset, shape):
 def test_instance_norm_rank2_declined(tmp_path):
     m = one_node("InstanceNormalization", TensorProto.FLOAT,
                  [("x", None, (2, 3)), ("s", None, (3,)), ("b", None, (3,))], 6)
-    declined = declined_reasons(m, tmp_path)
+    declined = oc.declined_reasons(m, tmp_path)
     assert "rank >= 3" in declined["n"]
 
 
@@ -309,7 +297,7 @@ def test_lp_norm_extreme_values():
 
 def test_lp_norm_p3_declined(tmp_path):
     m = one_node("LpNormalization", TensorProto.FLOAT, [("x", None, (3, 4))], 22, p=3)
-    declined = declined_reasons(m, tmp_path)
+    declined = oc.declined_reasons(m, tmp_path)
     assert "only the L1 and L2 norms" in declined["n"]
 
 
@@ -413,7 +401,7 @@ def test_batch_norm_mixed_types():
 ], ids=["training", "opset9-outputs", "opset7-outputs"])
 def test_batch_norm_training_declined(tmp_path, opset, attrs, outputs, reason):
     m = bn_model(TensorProto.FLOAT, (4, 3, 5), (3,), opset, outputs, **attrs)
-    declined = declined_reasons(m, tmp_path)
+    declined = oc.declined_reasons(m, tmp_path)
     assert reason in declined["n"]
 
 

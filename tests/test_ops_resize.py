@@ -347,17 +347,6 @@ def test_integer_linear_declined(tmp_path):
                       tmp_path)
 
 
-def declined(model, tmp_path):
-    """{node: reason} from the partition report; ORT's CPU kernel may reject the node as well,
-    failing the session after the report is written."""
-    report = tmp_path / "partition.json"
-    try:
-        harness.mlx_session(model, allow_cpu=True, provider_options={"report_file": str(report)})
-    except Exception:
-        pass
-    return {d["name"]: d["reason"] for d in json.loads(report.read_text())["declined"]}
-
-
 @pytest.mark.parametrize("attrs,opset,reason", [
     (dict(mode="nearest", antialias=1), 18, "antialias applies to linear and cubic"),
     (dict(mode="linear", exclude_outside=1), 19, "exclude_outside needs mode cubic"),
@@ -374,7 +363,7 @@ def test_declined_attributes(tmp_path, attrs, opset, reason):
         m = resize_model(F, (1, 1, 4, 4), attrs, sizes=[8, 6], opset=opset)
     else:
         m = resize_model(F, (1, 1, 4, 4), attrs, [1, 1, 2, 2], opset=opset)
-    assert reason in declined(m, tmp_path).get("n", "")
+    assert reason in oc.declined_reasons(m, tmp_path).get("n", "")
 
 
 @pytest.mark.parametrize("op,opset,scales,reason", [
@@ -384,4 +373,4 @@ def test_declined_attributes(tmp_path, attrs, opset, reason):
 ], ids=["zero", "upsample-9", "upsample-7"])
 def test_bad_scales_declined(tmp_path, op, opset, scales, reason):
     m = resize_model(F, (1, 1, 4, 4), dict(mode="nearest"), scales, opset=opset, op=op)
-    assert reason in declined(m, tmp_path)["n"]
+    assert reason in oc.declined_reasons(m, tmp_path)["n"]
