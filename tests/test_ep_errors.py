@@ -52,3 +52,27 @@ def test_concurrent_runs_on_one_session_are_correct():
     for t in threads:
         t.join()
     assert not errors, errors[0]
+
+
+@pytest.mark.parametrize("env", [{}, {"ONNXRUNTIME_EP_MLX_NO_SHAPELESS": "1"},
+                                 {"ONNXRUNTIME_EP_MLX_NO_COMPILE": "1"}],
+                         ids=["shapeless", "keyed", "eager"])
+def test_shapes_that_stop_broadcasting_fail_on_every_path(env, monkeypatch):
+    """Inputs that broadcast on the first runs and not on a later one fail cleanly, naming the
+    node, on every path. MLX's shapeless replay does not re-check shapes, so a shapeless variant
+    is keyed on which dims are 1 and which are equal (src/plan/run.c): without that, [128, 512]
+    + [3, 512] after two runs of [128, 512] + [128, 512] read past the second buffer."""
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    model = make_model([helper.make_node("Add", ["x", "y"], ["s"], name="add_rows"),
+                        helper.make_node("Relu", ["s"], ["r"], name="relu")],
+                       [("x", TP.FLOAT, ["N", 512]), ("y", TP.FLOAT, ["M", 512])],
+                       [("r", TP.FLOAT, None)])
+    for _ in range(2):  # a second session: MLX's compile cache has seen this function
+        s = mlx_session(model)
+        x = np.ones((128, 512), np.float32)
+        for _ in range(2):
+            np.testing.assert_array_equal(s.run(None, {"x": x, "y": x})[0], 2 * x)
+        with pytest.raises(Exception, match=r"node 'add_rows' \(Add\).*broadcast"):
+            s.run(None, {"x": x, "y": np.ones((3, 512), np.float32)})
+        np.testing.assert_array_equal(s.run(None, {"x": x[:3], "y": x[:3]})[0], 2 * x[:3])

@@ -74,10 +74,19 @@ def shape_chain():
 
 
 def test_shapeless_group_traces_once_across_shapes():
-    [g] = run_verbose(elementwise_chain(), [(2, 3), (5, 7), (2, 3), (1, 1)])
+    [g] = run_verbose(elementwise_chain(), [(2, 3), (5, 7), (2, 3), (40, 9)])
     assert "path shapeless" in g
     assert stat(g, "compiled") == 4 and stat(g, "fallbacks") == 0
     assert stat(g, "misses") == 1
+
+
+def test_shapeless_variants_follow_the_dim_pattern():
+    """A shapeless variant is reused for any dims with the same pattern (which dims are 1, which
+    equal each other); a new pattern (a dim of 1, two equal dims) is traced on its own, since
+    MLX's shapeless replay does not re-check broadcasts."""
+    [g] = run_verbose(elementwise_chain(), [(2, 3), (1, 7), (5, 7), (1, 1), (4, 4), (1, 9)])
+    assert stat(g, "compiled") == 6 and stat(g, "fallbacks") == 0
+    assert stat(g, "misses") == 4 and stat(g, "hits") == 2
 
 
 def test_keyed_group_keeps_shape_chains_compiled():

@@ -94,8 +94,8 @@ typedef struct plan {
   atomic_bool traced_checks; /* some trace recorded run-time checks: read the check output */
   bool *shape_node;        /* per node: computes only from input shapes and constants */
   bool has_shape_nodes;
-  plan_cache_entry shapeless_entry;
-  plan_cache_entry **cache; /* keyed variants, least recently used evicted */
+  plan_cache_entry **cache; /* compiled variants (per shape, or per dim pattern when shapeless),
+                             * least recently used evicted */
   int cache_count, cache_capacity;
   uint64_t cache_clock;
   plan_stats stats;

@@ -189,7 +189,7 @@ static int traced_graph(void *user, mx_ctx *ctx, const mx_array *inputs, size_t 
     memcpy(known, p->const_values, sizeof(mx_array) * (size_t)p->g->n_values);
     for (int v = 0; e->shape_values && v < p->g->n_values; v++)
       if (e->shape_values[v]) values[v] = known[v] = e->shape_values[v];
-    p->tracing = e == &p->shapeless_entry ? TR_TRACE_SHAPELESS : TR_TRACE_KEYED;
+    p->tracing = p->path == PLAN_SHAPELESS ? TR_TRACE_SHAPELESS : TR_TRACE_KEYED;
     rc = translate_all(p, ctx, values, known, e->shape_values != NULL, &checks, outputs,
                        &host_reads, err, sizeof err);
     p->tracing = TR_EAGER;
@@ -262,6 +262,31 @@ static size_t signature_of(const mx_array *bound, int n, int64_t *sig) {
   return len;
 }
 
+/* A shapeless variant's key: dtypes and ranks, and for every dim only whether it is 1 and which
+ * earlier dim (of any input) it equals. MLX's shapeless replay re-derives shapes without
+ * re-checking them, so a variant traced where two dims matched, replayed where they differ
+ * (an Add of [128, 512] and [3, 512] after [128, 512] twice), would read past a buffer instead
+ * of failing; a different pattern gets its own trace, where MLX checks the shapes. */
+static size_t pattern_of(const mx_array *bound, int n, int64_t *sig) {
+  int64_t dims[(MX_MAX_RANK + 2) * 64];
+  size_t len = 0, nd = 0;
+  for (int i = 0; i < n; i++) {
+    sig[len++] = mx_dtype_of(bound[i]);
+    sig[len++] = mx_ndim(bound[i]);
+    for (int d = 0; d < mx_ndim(bound[i]); d++) {
+      int64_t v = mx_shape(bound[i])[d], same = (int64_t)nd;
+      for (size_t j = 0; j < nd; j++)
+        if (dims[j] == v) {
+          same = (int64_t)j;
+          break;
+        }
+      dims[nd++] = v;
+      sig[len++] = v == 1 ? -1 : same;
+    }
+  }
+  return len;
+}
+
 static void entry_free(plan_cache_entry *e) {
   if (!e) return;
   mx_compiled_free(e->fn);
@@ -271,7 +296,7 @@ static void entry_free(plan_cache_entry *e) {
   free(e);
 }
 
-/* Makes a keyed variant for these inputs: its shape values, then its compiled function. */
+/* Makes a variant for these inputs: a keyed one's shape values, then its compiled function. */
 static int entry_new(plan *p, mx_ctx *ctx, const mx_array *bound, const int64_t *sig,
                      size_t len, plan_cache_entry **out) {
   size_t n_out = (size_t)p->g->n_graph_outputs + 1;
@@ -283,8 +308,9 @@ static int entry_new(plan *p, mx_ctx *ctx, const mx_array *bound, const int64_t 
   }
   int rc = e && e->signature && e->arena ? MX_OK : MX_ERR_NOMEM;
   if (rc != MX_OK) mx_set_error(ctx, "out of memory");
-  if (rc == MX_OK) rc = compute_shape_values(p, ctx, e, bound);
-  if (rc == MX_OK) rc = mx_compiled_new(ctx, &e->fn, traced_graph, e, n_out, false);
+  bool shapeless = p->path == PLAN_SHAPELESS;
+  if (rc == MX_OK && !shapeless) rc = compute_shape_values(p, ctx, e, bound);
+  if (rc == MX_OK) rc = mx_compiled_new(ctx, &e->fn, traced_graph, e, n_out, shapeless);
   if (rc != MX_OK) {
     entry_free(e);
     return rc;
@@ -295,25 +321,14 @@ static int entry_new(plan *p, mx_ctx *ctx, const mx_array *bound, const int64_t 
   return MX_OK;
 }
 
-/* The compiled function for these inputs: the shapeless one, or the keyed cache's entry. */
+/* The compiled function for these inputs from the plan's cache: keyed on every dim, or for a
+ * shapeless plan on the pattern of its dims (pattern_of). */
 static int compiled_for(plan *p, mx_ctx *ctx, const mx_array *bound, int n_bound,
                         mx_compiled **fn) {
-  if (p->path == PLAN_SHAPELESS) {
-    plan_cache_entry *e = &p->shapeless_entry;
-    if (e->fn) {
-      atomic_fetch_add(&p->stats.cache_hits, 1);
-    } else {
-      atomic_fetch_add(&p->stats.cache_misses, 1);
-      e->owner = p;
-      TR_TRY(mx_compiled_new(ctx, &e->fn, traced_graph, e,
-                             (size_t)p->g->n_graph_outputs + 1, true));
-    }
-    *fn = e->fn;
-    return MX_OK;
-  }
   int64_t sig[(MX_MAX_RANK + 2) * 64];
   if (n_bound > 64) return mx_set_error(ctx, "too many inputs to key a compiled plan"), MX_ERR_ARG;
-  size_t len = signature_of(bound, n_bound, sig);
+  size_t len = p->path == PLAN_SHAPELESS ? pattern_of(bound, n_bound, sig)
+                                          : signature_of(bound, n_bound, sig);
   p->cache_clock++;
   for (int i = 0; i < p->cache_count; i++) {
     plan_cache_entry *e = p->cache[i];
@@ -366,8 +381,6 @@ static int run_compiled(plan *p, mx_ctx *ctx, const mx_array *bound, int n_bound
 }
 
 void plan_cache_clear(plan *p) {
-  mx_compiled_free(p->shapeless_entry.fn);
-  p->shapeless_entry.fn = NULL;
   for (int i = 0; i < p->cache_count; i++) entry_free(p->cache[i]);
   free(p->cache);
   p->cache = NULL;
