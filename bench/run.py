@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -89,8 +90,14 @@ def eager_session(model, provider_options):
         del os.environ["ONNXRUNTIME_EP_MLX_NO_COMPILE"]
 
 
-# The EP's path trial (src/plan/run.c): the tracing run, then 3 eager and 3 compiled runs.
-TRIAL_RUNS = 1 + 2 * 3
+def trial_runs() -> int:
+    """Runs the EP's path trial takes (src/plan/run.c): the tracing run, then PLAN_TRIAL_RUNS
+    eager and as many compiled runs. Read from src/plan/plan.h, the constant's one home."""
+    text = (ROOT / "src" / "plan" / "plan.h").read_text()
+    return 1 + 2 * int(re.search(r"PLAN_TRIAL_RUNS = (\d+)", text).group(1))
+
+
+TRIAL_RUNS = trial_runs()
 
 
 def bench_case(name, make, runs, warmup, provider_options, ab=False):
