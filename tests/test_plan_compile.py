@@ -185,3 +185,16 @@ def test_keyed_group_meeting_new_shapes_on_most_runs_turns_eager():
     churned = [g for g in groups if "input shapes traced in" in g]
     assert len(churned) == 1 and "->eager" in churned[0], groups
     assert stat(churned[0], "fallbacks") == 0
+
+
+def test_shapeless_group_meeting_new_dim_patterns_on_most_runs_turns_eager():
+    """The same guard for a shapeless group whose dims change pattern on every run (a new
+    variant each time): after 16 traces it runs eagerly."""
+    dims = ["A", "B", "C", "D", "E", "F"]
+    model = make_model([helper.make_node("Mul", ["x", "x"], ["a"], name="mul"),
+                        helper.make_node("Tanh", ["a"], ["y"], name="tanh")],
+                       [("x", TP.FLOAT, dims)], [("y", TP.FLOAT, None)])
+    shapes = [tuple(1 if k >> j & 1 else j + 2 for j in range(6)) for k in range(24)]
+    [g] = run_verbose(model, shapes)
+    assert "path shapeless->eager" in g and "input shapes traced in" in g, g
+    assert stat(g, "misses") == 16 and stat(g, "fallbacks") == 0, g

@@ -417,15 +417,16 @@ static void trial_record(plan *p, bool eager, uint64_t ns) {
   p->path_reason = p->path_reason_buf;
 }
 
-/* A keyed plan whose inputs keep changing shape (downstream of NonZero, say) would trace on
- * most runs; once it has traced PLAN_CHURN_TRACES variants, more than one run in two, it runs
- * eagerly for the rest of the session. */
+/* A keyed plan whose inputs keep changing shape (downstream of NonZero, say), or a shapeless
+ * one whose dims keep changing pattern, would trace on most runs; once it has traced
+ * PLAN_CHURN_TRACES variants, more than one run in two, it runs eagerly for the rest of the
+ * session. */
 enum { PLAN_CHURN_TRACES = 16 };
 
 static void check_shape_churn(plan *p) {
   unsigned long long misses = atomic_load(&p->stats.cache_misses);
   unsigned long long runs = atomic_load(&p->stats.runs) + 1;
-  if (p->path != PLAN_KEYED || misses < PLAN_CHURN_TRACES || 2 * misses <= runs) return;
+  if (p->path == PLAN_EAGER || misses < PLAN_CHURN_TRACES || 2 * misses <= runs) return;
   p->shape_churn = true;
   char before[sizeof p->path_reason_buf];
   snprintf(before, sizeof before, "%s", p->path_reason ? p->path_reason : "");
