@@ -363,28 +363,69 @@ def test_sequence_inside_a_loop_body_is_declined_with_the_reason(tmp_path):
                       "is a sequence or optional", tmp_path)
 
 
-def test_large_if_with_computed_cond_is_claimed_branch_by_branch(tmp_path):
-    """Above 64 branch nodes an If whose cond is computed is declined (a whole If reads cond on
-    the host and runs eagerly); its branch nodes are then claimed on their own and compile."""
-    def chain(prefix, op, n):
-        nodes, cur = [], "x"
-        for i in range(n):
-            nodes.append(helper.make_node(op, [cur, "y"], [f"{prefix}{i}"], name=f"{prefix}{i}"))
-            cur = f"{prefix}{i}"
-        return nodes, cur
+def chain(prefix, op, n, start="x"):
+    nodes, cur = [], start
+    for i in range(n):
+        nodes.append(helper.make_node(op, [cur, "y"], [f"{prefix}{i}"], name=f"{prefix}{i}"))
+        cur = f"{prefix}{i}"
+    return nodes, cur
+
+
+def test_if_with_computed_cond_compiles_one_variant_per_cond(capfd):
+    """An If whose cond is computed is value-keyed: the plan evaluates cond before the call and
+    keeps one compiled variant per value, so the whole If (80 branch nodes here) compiles with
+    the node before it, and alternating conds hit the two variants."""
+    import gc
     then_nodes, t_out = chain("t", "Add", 40)
     else_nodes, e_out = chain("e", "Mul", 40)
-    then_g = graph(then_nodes, "then", [], [vi(t_out)])
-    else_g = graph(else_nodes, "else", [], [vi(e_out)])
     nodes = [helper.make_node("Relu", ["a"], ["x"], name="relu"),
-             helper.make_node("If", ["c"], ["out"], name="if", then_branch=then_g,
-                              else_branch=else_g)]
+             helper.make_node("ReduceSum", ["a"], ["s"], name="sum", keepdims=0),
+             helper.make_node("Greater", ["s", "zero"], ["c"], name="gt"),
+             helper.make_node("If", ["c"], ["out"], name="if",
+                              then_branch=graph(then_nodes, "then", [], [vi(t_out)]),
+                              else_branch=graph(else_nodes, "else", [], [vi(e_out)]))]
+    m = harness.make_model(nodes, [("a", F, [3]), ("y", F, [3])], [("out", F, None)],
+                           initializers=[("zero", np.array(0, np.float32))])
+    s = harness.mlx_session(m, provider_options={"verbose": "1"})
+    cpu = harness.cpu_session(m)
+    y = np.array([0.5, 1.0, 1.5], np.float32)
+    for sign in (1, -1, 1, -1, 1):
+        feeds = {"a": sign * np.array([1.0, 2.0, 3.0], np.float32), "y": y}
+        np.testing.assert_allclose(s.run(None, feeds)[0], cpu.run(None, feeds)[0], rtol=1e-5)
+    capfd.readouterr()
+    del s
+    gc.collect()
+    [line] = [ln for ln in capfd.readouterr().err.splitlines() if " nodes, path " in ln]
+    assert "path keyed (If 'if' is value-keyed" in line, line
+    assert "compiled 5, eager 0" in line and "misses 2" in line and "hits 3" in line, line
+    assert "host reads 0" in line, line
+
+
+def test_if_holding_an_if_with_computed_cond_is_claimed_branch_by_branch(tmp_path):
+    """A branch holding an If with a computed cond would make the whole If run eagerly (keys
+    are computed for a group's own graph only), so such an If is declined with the reason and
+    ORT offers us its branches, whose nodes, the inner If included, are claimed on their own."""
+    inner_then, it_out = chain("it", "Add", 3)
+    inner_else, ie_out = chain("ie", "Mul", 3)
+    inner = helper.make_node("If", ["c2"], ["inner_out"], name="inner_if",
+                             then_branch=graph(inner_then, "ithen", [], [vi(it_out)]),
+                             else_branch=graph(inner_else, "ielse", [], [vi(ie_out)]))
+    then_nodes = [helper.make_node("Greater", ["x", "y"], ["gt"], name="cmp"),
+                  helper.make_node("ReduceMax", ["gt_f"], ["c2f"], name="rmax", keepdims=0),
+                  helper.make_node("Cast", ["gt"], ["gt_f"], name="cast", to=TP.FLOAT),
+                  helper.make_node("Cast", ["c2f"], ["c2"], name="cast2", to=TP.BOOL), inner]
+    # keep a topological order for the branch
+    then_nodes = [then_nodes[0], then_nodes[2], then_nodes[1], then_nodes[3], inner]
+    else_nodes, e_out = chain("e", "Sub", 3)
+    nodes = [helper.make_node("Relu", ["a"], ["x"], name="relu"),
+             helper.make_node("If", ["c"], ["out"], name="if",
+                              then_branch=graph(then_nodes, "then", [], [vi("inner_out")]),
+                              else_branch=graph(else_nodes, "else", [], [vi(e_out)]))]
     m = harness.make_model(nodes, [("a", F, [3]), ("y", F, [3]), ("c", B, [])], [("out", F, None)])
-    # ORT partitions the branches first: there the If is found too large to take whole, so the
-    # branch nodes are claimed; the parent pass then sees them placed and leaves the If to ORT
+    # ORT asks again once the branches are placed: the last report gives that reason
     for c in (True, False):
         oc.check_declined(m, dict(FEEDS, c=np.array(c)), "if",
                           "already placed on MLXExecutionProvider", tmp_path)
     s = harness.mlx_session(m, allow_cpu=True)
     placed = harness.assignment(s)
-    assert placed.get("t0") == harness.EP and placed.get("e39") == harness.EP, placed
+    assert placed.get("inner_if") == harness.EP and placed.get("e2") == harness.EP, placed

@@ -48,6 +48,7 @@ static const char *class_name(op_compile_class c) {
   switch (c) {
     case OP_SHAPELESS: return "shapeless";
     case OP_SHAPE_KEYED: return "shape-keyed";
+    case OP_VALUE_KEYED: return "value-keyed";
     case OP_EAGER: return "eager";
     case OP_HOST_SHAPE: return "eager, own group";
   }

@@ -2,8 +2,9 @@
  * Control flow: If, Loop and Scan, translated by unrolling their subgraphs into the group's MLX
  * graph (src/plan/body.c translates a body once per call of tr_run_body). The registry claims
  * them only when every node of every subgraph is claimable (registry.c, bodies_ok), so a claimed
- * node never falls back. If reads `cond` on the host and translates the chosen branch (free when
- * cond is constant; otherwise the group runs eagerly). Scan (opset 9 on) takes its iteration
+ * node never falls back. If reads `cond` on the host and translates the chosen branch: free when
+ * cond is constant; a computed cond is value-keyed (the plan evaluates it before the call and
+ * keeps a compiled variant per value), and eager inside another control-flow body. Scan (opset 9 on) takes its iteration
  * count from the scan axis extents, known from shapes, slices its scan inputs per iteration in
  * the given directions and stacks the scan outputs (shape-keyed). Loop reads its trip count and
  * condition on the host and, when the body computes the condition, reads it after every
@@ -29,12 +30,23 @@ static op_compile_class body_class(const ir_graph *body) {
     const ir_node *b = &body->nodes[i];
     const op_row *r = op_lookup(b->domain, b->op_type, b->since_version);
     op_compile_class c = r ? op_node_compile_class(r, body, b) : OP_EAGER;
+    if (c == OP_VALUE_KEYED) c = OP_EAGER; /* the plan computes keys of its own graph only */
     if (c > worst) worst = c;
   }
   return worst;
 }
 
 static op_compile_class at_least(op_compile_class a, op_compile_class b) { return a > b ? a : b; }
+
+/* Whether a node of body is value-keyed (an If with a computed cond). */
+static bool holds_keyed_node(const ir_graph *body) {
+  for (int i = 0; body && i < body->n_nodes; i++) {
+    const ir_node *b = &body->nodes[i];
+    const op_row *r = op_lookup(b->domain, b->op_type, b->since_version);
+    if (r && op_node_compile_class(r, body, b) == OP_VALUE_KEYED) return true;
+  }
+  return false;
+}
 
 /* Output i, cast to its declared element type when the snapshot knows it. */
 static int out_declared(tr_ctx *t, int i, mx_array a) {
@@ -62,22 +74,6 @@ static bool has_body(const ir_graph *g, const ir_node *n, const char *attr, op_w
 }
 
 /* --- If ---------------------------------------------------------------------------------- */
-/* A whole If with a computed cond reads cond on the host, so its group runs eagerly; branches
- * claimed one by one (the If left to ORT) compile instead. Above this many branch nodes the
- * latter measured faster (silero-vad: 2.2 ms piecewise and compiled vs 3.9 ms whole and eager,
- * docs/BENCHMARKS.md), so such an If is declined and its branches are claimed on their own. */
-enum { IF_WHOLE_MAX_NODES = 64 };
-
-static int count_nodes(const ir_graph *body) {
-  int count = 0;
-  for (int i = 0; body && i < body->n_nodes; i++) {
-    count++;
-    for (int k = 0; k < body->nodes[i].n_subgraphs; k++)
-      count += count_nodes(body->nodes[i].subgraphs[k].graph);
-  }
-  return count;
-}
-
 static bool claim_if(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
   (void)r;
   if (!has_body(g, n, "then_branch", why) || !has_body(g, n, "else_branch", why)) return false;
@@ -87,19 +83,24 @@ static bool claim_if(const ir_graph *g, const ir_node *n, const op_row *r, op_wh
     if (branches[k]->n_graph_outputs != n->n_outputs)
       return op_decline(why, "%s has %d outputs, the node %d", k ? "else_branch" : "then_branch",
                         branches[k]->n_graph_outputs, n->n_outputs);
-  int nodes = count_nodes(branches[0]) + count_nodes(branches[1]);
-  if (!op_input_is_const(g, n, 0) && nodes > IF_WHOLE_MAX_NODES)
-    return op_decline(why, "cond is computed and the branches hold %d nodes (more than %d): a "
-                           "whole If would read cond on the host and run eagerly, so its "
-                           "branches are claimed one by one instead, where they compile",
-                      nodes, IF_WHOLE_MAX_NODES);
+  /* With a computed cond a whole If compiles (value-keyed), unless a branch holds an If with a
+   * computed cond of its own: keys are computed for a group's own graph only, so that one would
+   * make the whole If run eagerly. Left to ORT, its branches are offered to us one by one, where
+   * the inner If is value-keyed in turn. */
+  if (!op_input_is_const(g, n, 0) && (holds_keyed_node(branches[0]) ||
+                                      holds_keyed_node(branches[1])))
+    return op_decline(why, "cond is computed and a branch holds an If with a computed cond: the "
+                           "whole If would run eagerly, so its branches are claimed one by one "
+                           "instead, where they compile");
   return true;
 }
 
+/* A computed cond keys the compiled variant (the plan computes it before each call): the chosen
+ * branch is then translated into the trace like any other nodes. */
 static op_compile_class class_if(const ir_graph *g, const ir_node *n) {
-  if (!op_input_is_const(g, n, 0)) return OP_EAGER; /* cond read on the host every run */
-  return at_least(body_class(ir_subgraph_of(n, "then_branch")),
-                  body_class(ir_subgraph_of(n, "else_branch")));
+  op_compile_class branches = at_least(body_class(ir_subgraph_of(n, "then_branch")),
+                                       body_class(ir_subgraph_of(n, "else_branch")));
+  return op_input_is_const(g, n, 0) ? branches : at_least(OP_VALUE_KEYED, branches);
 }
 
 static int translate_if(tr_ctx *t, const ir_node *n, const op_row *r) {
@@ -417,10 +418,9 @@ static int translate_loop(tr_ctx *t, const ir_node *n, const op_row *r) {
 
 const op_row ops_control_rows[] = {
     {"", "If", 1, 25, claim_if, translate_if, OP_EAGER, 0, 0,
-     "the chosen branch is translated inline; cond is read on the host (eager unless "
-     "constant); with a computed cond and over 64 branch nodes, declined so that the branches "
-     "are claimed one by one and compile",
-     class_if, NULL},
+     "the chosen branch is translated inline; a computed cond is evaluated before the call and "
+     "keys the compiled variant (value-keyed); eager inside another control-flow body",
+     class_if, NULL, 1u /* cond */},
     {"", "Loop", 1, 25, claim_loop, translate_loop, OP_EAGER, 0, 0,
      "unrolled up to 4096 iterations; M and cond read on the host, a body-computed cond after "
      "every iteration (eager); constant M with a pass-through cond is shape-keyed",

@@ -23,6 +23,9 @@ struct op_row;
 typedef enum op_compile_class {
   OP_SHAPELESS,   /* translation depends on ranks only */
   OP_SHAPE_KEYED, /* translation reads concrete shapes */
+  OP_VALUE_KEYED, /* translation reads a few scalar inputs on the host (If's cond): the plan
+                   * computes them before each call and keeps one compiled variant per value
+                   * (op_row.key_inputs names them); eager where they cannot be computed first */
   OP_EAGER,       /* translation reads tensor values on the host every run */
   OP_HOST_SHAPE   /* eager, and the output shape follows tensor values (NonZero, Unique, ...):
                    * the partitioner gives such a node a group of its own, so that the nodes
@@ -88,12 +91,14 @@ typedef struct op_row {
   const char *note; /* notable declined forms or the reason for the compile class */
   op_node_class_fn node_class; /* optional: per-node compile class, never worse than the row's */
   op_prepare_fn prepare;       /* optional: work on constant inputs done once at plan build */
+  uint32_t key_inputs;         /* OP_VALUE_KEYED nodes: the scalar inputs that key a variant,
+                                * one bit per input index */
 } op_row;
 
 /* The compile class of one node: the row's, or the node's own when the row has a hook. */
 op_compile_class op_node_compile_class(const op_row *row, const ir_graph *g, const ir_node *n);
 
-#define OP_ROWS_END {NULL, NULL, 0, 0, NULL, NULL, OP_SHAPELESS, 0, 0, NULL, NULL, NULL}
+#define OP_ROWS_END {NULL, NULL, 0, 0, NULL, NULL, OP_SHAPELESS, 0, 0, NULL, NULL, NULL, 0}
 
 /* What a claim may assume about where the node will run. */
 typedef struct op_claim_env {

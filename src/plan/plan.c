@@ -192,6 +192,51 @@ static void mark_shape_nodes(plan *p) {
   free(derived);
 }
 
+/* The values keying a keyed plan's variants besides shapes (OP_VALUE_KEYED nodes' key inputs,
+ * when computed), and the nodes they need: the key values' producers and, walking back, every
+ * node whose output those read. Too many keys and the plan runs eagerly. */
+static void find_keys(plan *p) {
+  const ir_graph *g = p->g;
+  bool *needed = calloc((size_t)g->n_values + 1, sizeof(bool));
+  if (!needed) { /* without keys a value-keyed node would read a traced value: stay eager */
+    p->path = PLAN_EAGER;
+    p->path_reason = "out of memory while finding the values that key the plan";
+    return;
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (p->folded[i] || p->classes[i] != OP_VALUE_KEYED) continue;
+    const ir_node *n = &g->nodes[i];
+    for (int j = 0; j < n->n_inputs && j < 32; j++) {
+      int v = n->inputs[j];
+      if (!(p->rows[i]->key_inputs >> j & 1u) || v == IR_NONE || p->const_values[v] ||
+          needed[v])
+        continue;
+      if (p->n_keys == PLAN_MAX_KEYS) {
+        p->path = PLAN_EAGER;
+        p->path_reason = "more than 16 computed values would key the plan";
+        free(needed);
+        return;
+      }
+      p->keys[p->n_keys++] = v;
+      needed[v] = true;
+    }
+  }
+  for (int k = g->n_nodes - 1; k >= 0; k--) {
+    int i = p->order[k];
+    const ir_node *n = &g->nodes[i];
+    bool makes_needed = false;
+    for (int o = 0; o < n->n_outputs; o++)
+      makes_needed |= n->outputs[o] != IR_NONE && needed[n->outputs[o]];
+    if (p->folded[i] || !makes_needed) continue;
+    p->key_node[i] = true;
+    for (int j = 0; j < n->n_inputs; j++)
+      if (n->inputs[j] != IR_NONE) needed[n->inputs[j]] = true;
+    for (int j = 0; j < n->n_implicit; j++)
+      if (n->implicit[j] != IR_NONE) needed[n->implicit[j]] = true;
+  }
+  free(needed);
+}
+
 /* The compile path: shapeless when every node that runs per call allows it, keyed on input
  * shapes when some node reads shapes, eager when some node reads values on the host. */
 static void choose_path(plan *p, const plan_config *cfg) {
@@ -205,9 +250,10 @@ static void choose_path(plan *p, const plan_config *cfg) {
     worst = p->classes[i];
     snprintf(p->path_reason_buf, sizeof p->path_reason_buf, "%s '%s' is %s",
              p->g->nodes[i].op_type, p->g->nodes[i].name,
-             worst == OP_HOST_SHAPE ? "evaluated on the host (its output shape follows values)"
-             : worst == OP_EAGER    ? "eager-only"
-                                    : "shape-keyed");
+             worst == OP_HOST_SHAPE   ? "evaluated on the host (its output shape follows values)"
+             : worst == OP_EAGER      ? "eager-only"
+             : worst == OP_VALUE_KEYED ? "value-keyed (its inputs are computed before the call)"
+                                      : "shape-keyed");
     p->path_reason = p->path_reason_buf;
   }
   if (!cfg->compile) {
@@ -220,7 +266,7 @@ static void choose_path(plan *p, const plan_config *cfg) {
     p->path_reason = "a single node: nothing to fuse";
   } else if (worst >= OP_EAGER) {
     p->path = PLAN_EAGER;
-  } else if (worst == OP_SHAPE_KEYED || !cfg->shapeless) {
+  } else if (worst == OP_SHAPE_KEYED || worst == OP_VALUE_KEYED || !cfg->shapeless) {
     p->path = PLAN_KEYED;
     if (worst == OP_SHAPELESS) p->path_reason = "shapeless disabled (ONNXRUNTIME_EP_MLX_NO_SHAPELESS)";
   } else {
@@ -246,6 +292,7 @@ int plan_build(const ir_graph *snapshot, const char *name, const plan_config *cf
   p->rows = calloc((size_t)n + 1, sizeof(op_row *));
   p->folded = calloc((size_t)n + 1, sizeof(bool));
   p->shape_node = calloc((size_t)n + 1, sizeof(bool));
+  p->key_node = calloc((size_t)n + 1, sizeof(bool));
   p->classes = calloc((size_t)n + 1, sizeof(op_compile_class));
   p->node_paths = calloc((size_t)n + 1, sizeof(const char *));
   p->derived = calloc(((size_t)n + 1) * TR_DERIVED_SLOTS, sizeof(mx_array));
@@ -255,7 +302,8 @@ int plan_build(const ir_graph *snapshot, const char *name, const plan_config *cf
   int *groups = calloc((size_t)n + 1, sizeof(int));
   p->consts = mx_arena_new();
   int rc = MX_ERR_NOMEM;
-  if (!p->name || !p->order || !p->rows || !p->folded || !p->shape_node || !p->classes ||
+  if (!p->name || !p->order || !p->rows || !p->folded || !p->shape_node || !p->key_node ||
+      !p->classes ||
       !p->node_paths || !p->derived || !p->const_values || !p->bodies ||
       !all || !groups || !p->consts) {
     snprintf(err, len, "out of memory while building the plan");
@@ -286,6 +334,7 @@ int plan_build(const ir_graph *snapshot, const char *name, const plan_config *cf
   if (rc != MX_OK) goto fail;
   mark_shape_nodes(p);
   choose_path(p, cfg);
+  if (p->path == PLAN_KEYED) find_keys(p);
   free(all);
   free(groups);
   *out = p;
@@ -310,6 +359,7 @@ void plan_free(plan *p) {
   free(p->rows);
   free(p->folded);
   free(p->shape_node);
+  free(p->key_node);
   free(p->classes);
   free(p->derived);
   free((void *)p->node_paths);

@@ -48,6 +48,8 @@ typedef struct plan_config {
  * wins for the rest of the session. MLX's fused CPU kernels are not always faster than its
  * eager ones (docs/BENCHMARKS.md), and only a measurement on the machine can tell. */
 enum { PLAN_TRIAL_RUNS = 3 };
+/* At most this many values key one plan's variants (more: the plan runs eagerly). */
+enum { PLAN_MAX_KEYS = 16 };
 typedef struct plan_trial {
   bool enabled, decided, chose_eager;
   int n_eager, n_compiled;
@@ -94,6 +96,12 @@ typedef struct plan {
   atomic_bool traced_checks; /* some trace recorded run-time checks: read the check output */
   bool *shape_node;        /* per node: computes only from input shapes and constants */
   bool has_shape_nodes;
+  /* Value-keyed plans (OP_VALUE_KEYED nodes, e.g. an If with a computed cond): the values that
+   * key a variant besides the input shapes, and the nodes that compute them, evaluated eagerly
+   * before each compiled call (run.c). */
+  int keys[PLAN_MAX_KEYS];
+  int n_keys;
+  bool *key_node; /* per node */
   plan_cache_entry **cache; /* compiled variants (per shape, or per dim pattern when shapeless),
                              * least recently used evicted */
   int cache_count, cache_capacity;

@@ -252,6 +252,57 @@ static int compute_shape_values(plan *p, mx_ctx *ctx, plan_cache_entry *e, const
   return rc;
 }
 
+/* --- value keys (plan.h: keys) ------------------------------------------------------------- */
+typedef struct key_values {
+  int n;
+  double value[PLAN_MAX_KEYS];
+  mx_dtype dtype[PLAN_MAX_KEYS];
+} key_values;
+
+/* The plan's key values for these inputs: the nodes computing them translated eagerly into a
+ * scratch arena (the compiled call computes them again; they are small: an If's cond), then each
+ * key evaluated and read on the host. A key holding other than one value fails here, and the
+ * eager retry reports it from the node that reads it. */
+static int compute_keys(plan *p, mx_ctx *ctx, const mx_array *bound, key_values *kv) {
+  kv->n = 0;
+  if (!p->n_keys) return MX_OK;
+  mx_array *values = values_with_inputs(p, bound);
+  mx_arena *scratch = mx_arena_new();
+  int rc = values && scratch ? MX_OK : MX_ERR_NOMEM;
+  mx_ctx sctx = {.arena = scratch, .device = ctx->device};
+  char err[MX_ERROR_LEN] = "out of memory";
+  unsigned reads = 0;
+  tr_checks checks = {0};
+  tr_seqs seqs = {0};
+  if (rc == MX_OK && !tr_seqs_init(&seqs, p->g->n_values)) rc = MX_ERR_NOMEM;
+  for (int k = 0; rc == MX_OK && k < p->g->n_nodes; k++) {
+    int i = p->order[k];
+    if (!p->folded[i] && p->key_node[i])
+      rc = plan_translate_node(p, &sctx, values, p->const_values, &seqs, i, &checks, &reads, err,
+                               sizeof err);
+  }
+  if (rc == MX_OK) rc = plan_verify_checks(&sctx, &checks, err, sizeof err);
+  for (int k = 0; rc == MX_OK && k < p->n_keys; k++) {
+    mx_array a = values[p->keys[k]];
+    if (!a || mx_size(a) != 1) {
+      snprintf(err, sizeof err, "'%s' keys the compiled plan but does not hold one value",
+               p->g->values[p->keys[k]].name);
+      rc = MX_ERR_ARG;
+      break;
+    }
+    kv->dtype[k] = mx_dtype_of(a);
+    rc = tr_scalar_value(&sctx, a, &kv->value[k]);
+    if (rc != MX_OK) snprintf(err, sizeof err, "%s", sctx.error);
+    kv->n = k + 1;
+  }
+  if (rc != MX_OK) mx_set_error(ctx, "%s", err);
+  tr_seqs_free(&seqs);
+  free(checks.items);
+  free(values);
+  mx_arena_free(scratch);
+  return rc;
+}
+
 static size_t signature_of(const mx_array *bound, int n, int64_t *sig) {
   size_t len = 0;
   for (int i = 0; i < n; i++) {
@@ -296,9 +347,22 @@ static void entry_free(plan_cache_entry *e) {
   free(e);
 }
 
-/* Makes a variant for these inputs: a keyed one's shape values, then its compiled function. */
-static int entry_new(plan *p, mx_ctx *ctx, const mx_array *bound, const int64_t *sig,
-                     size_t len, plan_cache_entry **out) {
+/* A variant's key values, as constants in its arena: its trace reads them as known values. */
+static int keep_keys(plan *p, mx_ctx *ctx, plan_cache_entry *e, const key_values *kv) {
+  if (!e->shape_values) e->shape_values = calloc((size_t)p->g->n_values + 1, sizeof(mx_array));
+  if (!e->shape_values) return mx_set_error(ctx, "out of memory"), MX_ERR_NOMEM;
+  mx_ctx ectx = {.arena = e->arena, .device = ctx->device};
+  for (int k = 0; k < kv->n; k++) {
+    int rc = mx_scalar(&ectx, &e->shape_values[p->keys[k]], kv->value[k], kv->dtype[k]);
+    if (rc != MX_OK) return mx_set_error(ctx, "%s", ectx.error), rc;
+  }
+  return MX_OK;
+}
+
+/* Makes a variant for these inputs: a keyed one's shape values and keys, then its compiled
+ * function. */
+static int entry_new(plan *p, mx_ctx *ctx, const mx_array *bound, const key_values *kv,
+                     const int64_t *sig, size_t len, plan_cache_entry **out) {
   size_t n_out = (size_t)p->g->n_graph_outputs + 1;
   plan_cache_entry *e = calloc(1, sizeof *e);
   if (e) {
@@ -310,6 +374,7 @@ static int entry_new(plan *p, mx_ctx *ctx, const mx_array *bound, const int64_t 
   if (rc != MX_OK) mx_set_error(ctx, "out of memory");
   bool shapeless = p->path == PLAN_SHAPELESS;
   if (rc == MX_OK && !shapeless) rc = compute_shape_values(p, ctx, e, bound);
+  if (rc == MX_OK && kv->n) rc = keep_keys(p, ctx, e, kv);
   if (rc == MX_OK) rc = mx_compiled_new(ctx, &e->fn, traced_graph, e, n_out, shapeless);
   if (rc != MX_OK) {
     entry_free(e);
@@ -325,10 +390,16 @@ static int entry_new(plan *p, mx_ctx *ctx, const mx_array *bound, const int64_t 
  * shapeless plan on the pattern of its dims (pattern_of). */
 static int compiled_for(plan *p, mx_ctx *ctx, const mx_array *bound, int n_bound,
                         mx_compiled **fn) {
-  int64_t sig[(MX_MAX_RANK + 2) * 64];
+  int64_t sig[(MX_MAX_RANK + 2) * 64 + 2 * PLAN_MAX_KEYS];
   if (n_bound > 64) return mx_set_error(ctx, "too many inputs to key a compiled plan"), MX_ERR_ARG;
   size_t len = p->path == PLAN_SHAPELESS ? pattern_of(bound, n_bound, sig)
                                           : signature_of(bound, n_bound, sig);
+  key_values kv;
+  TR_TRY(compute_keys(p, ctx, bound, &kv));
+  for (int k = 0; k < kv.n; k++) {
+    sig[len++] = kv.dtype[k];
+    memcpy(&sig[len++], &kv.value[k], sizeof(int64_t));
+  }
   p->cache_clock++;
   for (int i = 0; i < p->cache_count; i++) {
     plan_cache_entry *e = p->cache[i];
@@ -345,7 +416,7 @@ static int compiled_for(plan *p, mx_ctx *ctx, const mx_array *bound, int n_bound
     if (!p->cache) return mx_set_error(ctx, "out of memory"), MX_ERR_NOMEM;
   }
   plan_cache_entry *e = NULL;
-  TR_TRY(entry_new(p, ctx, bound, sig, len, &e));
+  TR_TRY(entry_new(p, ctx, bound, &kv, sig, len, &e));
   int slot = p->cache_count;
   if (slot == p->cache_capacity) { /* evict the least recently used variant */
     slot = 0;

@@ -43,8 +43,14 @@ int tr_fail(tr_ctx *t, const char *fmt, ...) {
   return MX_ERR_ARG;
 }
 
+/* Input i for a host read: a known input's fixed value (a constant, or a value that keys the
+ * variant being traced, which the trace also computes), else the input itself. */
+static mx_array host_input(tr_ctx *t, int i) {
+  return tr_input_is_constant(t, i) ? t->const_values[t->node->inputs[i]] : tr_in(t, i);
+}
+
 int tr_host_ints(tr_ctx *t, int i, int64_t *vals, size_t cap, size_t *count) {
-  mx_array a = tr_in(t, i);
+  mx_array a = host_input(t, i);
   if (!a) return tr_fail(t, "input %d is missing", i);
   mx_dtype d = mx_dtype_of(a);
   if (d != MX_INT64 && d != MX_INT32) return tr_fail(t, "input %d must be int32 or int64", i);
@@ -59,29 +65,31 @@ int tr_host_ints(tr_ctx *t, int i, int64_t *vals, size_t cap, size_t *count) {
   return MX_OK;
 }
 
-int tr_host_scalar(tr_ctx *t, int i, double *value) {
-  mx_array a = tr_in(t, i);
-  if (!a) return tr_fail(t, "input %d is missing", i);
-  if (mx_size(a) != 1) return tr_fail(t, "input %d must hold one value", i);
-  if (!tr_input_is_constant(t, i)) t->host_reads++;
+int tr_scalar_value(mx_ctx *ctx, mx_array a, double *value) {
   mx_dtype d = mx_dtype_of(a);
   bool is_float = mx_dtype_is_float(d);
   mx_array c;
-  if (d == MX_FLOAT64) { /* read as is: float64 exists only on the CPU device */
-    TR_TRY(mx_copy_to_host(t->mx, a, value, sizeof *value));
-    return MX_OK;
-  }
-  TR_TRY(mx_astype(t->mx, &c, a, is_float ? MX_FLOAT32 : MX_INT64));
+  if (d == MX_FLOAT64) /* read as is: float64 exists only on the CPU device */
+    return mx_copy_to_host(ctx, a, value, sizeof *value);
+  TR_TRY(mx_astype(ctx, &c, a, is_float ? MX_FLOAT32 : MX_INT64));
   if (is_float) {
     float v = 0;
-    TR_TRY(mx_copy_to_host(t->mx, c, &v, sizeof v));
+    TR_TRY(mx_copy_to_host(ctx, c, &v, sizeof v));
     *value = v;
   } else {
     int64_t v = 0;
-    TR_TRY(mx_copy_to_host(t->mx, c, &v, sizeof v));
+    TR_TRY(mx_copy_to_host(ctx, c, &v, sizeof v));
     *value = (double)v;
   }
   return MX_OK;
+}
+
+int tr_host_scalar(tr_ctx *t, int i, double *value) {
+  mx_array a = host_input(t, i);
+  if (!a) return tr_fail(t, "input %d is missing", i);
+  if (mx_size(a) != 1) return tr_fail(t, "input %d must hold one value", i);
+  if (!tr_input_is_constant(t, i)) t->host_reads++;
+  return tr_scalar_value(t->mx, a, value);
 }
 
 mx_dtype tr_out_dtype(tr_ctx *t, int i) {

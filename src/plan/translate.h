@@ -88,6 +88,8 @@ int tr_fail(tr_ctx *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 int tr_host_ints(tr_ctx *t, int i, int64_t *vals, size_t cap, size_t *count);
 /* Reads a float/int scalar input on the host as a double. */
 int tr_host_scalar(tr_ctx *t, int i, double *value);
+/* The value of a one-element array, evaluated and read on the host, as a double. */
+int tr_scalar_value(mx_ctx *ctx, mx_array a, double *value);
 /* The dtype ONNX declares for output i (or input 0's dtype when unknown). */
 mx_dtype tr_out_dtype(tr_ctx *t, int i);
 /* Normalises a possibly negative axis against rank; fails with a message when out of range. */
