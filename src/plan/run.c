@@ -296,6 +296,7 @@ static int compute_keys(plan *p, mx_ctx *ctx, const mx_array *bound, key_values 
     kv->n = k + 1;
   }
   if (rc != MX_OK) mx_set_error(ctx, "%s", err);
+  atomic_fetch_add(&p->stats.host_reads, (unsigned long long)kv->n);
   tr_seqs_free(&seqs);
   free(checks.items);
   free(values);
