@@ -100,16 +100,17 @@ bool conv_cpu_split_groups(const tr_ctx *t, int groups) {
 /* w [O, k..., C] as the right operand [C, O * K] of a product over channels: a transposed view,
  * which MLX's matmul hands to BLAS as transposed (no copy). */
 static int matmul_weight(tr_ctx *t, mx_array w, mx_array *w2) {
-  int c = mx_dim(w, -1), shape[2] = {(int)(mx_size(w) / (size_t)c), c}, perm[2] = {1, 0};
+  int shape[2] = {1, mx_dim(w, -1)}, perm[2] = {1, 0};
+  for (int i = 0; i < mx_ndim(w) - 1; i++) shape[0] *= mx_dim(w, i);
   TR_TRY(mx_reshape(t->mx, w2, w, shape, 2));
   return mx_transpose(t->mx, w2, *w2, perm, 2);
 }
 
 /* wm: the prepared matmul_weight of w when given and of the right shape; else made now. */
 static int matmul_weight_of(tr_ctx *t, mx_array w, mx_array wm, mx_array *w2) {
-  int c = mx_dim(w, -1);
-  if (wm && mx_ndim(wm) == 2 && mx_dim(wm, 0) == c &&
-      (size_t)mx_dim(wm, 1) * (size_t)c == mx_size(w))
+  int rows = 1;
+  for (int i = 0; i < mx_ndim(w) - 1; i++) rows *= mx_dim(w, i);
+  if (wm && mx_ndim(wm) == 2 && mx_dim(wm, 0) == mx_dim(w, -1) && mx_dim(wm, 1) == rows)
     return *w2 = wm, MX_OK;
   return matmul_weight(t, w, w2);
 }
