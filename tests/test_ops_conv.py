@@ -260,14 +260,20 @@ CPU_FORM_CASES = [
 ]
 
 
+@pytest.mark.parametrize("weights", ["inputs", "initializers"])
 @pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
 @pytest.mark.parametrize("op,path,name,xs,ws,attrs", CPU_FORM_CASES,
                          ids=[c[2] for c in CPU_FORM_CASES])
 @pytest.mark.cpu_device
-def test_cpu_recast_forms(op, path, name, xs, ws, attrs, bias, capfd):
+def test_cpu_recast_forms(op, path, name, xs, ws, attrs, bias, weights, capfd):
+    """Weights as graph inputs (each form builds its weight operand per translation) and as
+    initializers (operands prepared once at plan build: src/ops/conv_cpu.c, conv_cpu_prepare)."""
     import gc
-    model = conv_model(op, oc.elem(F32), xs, ws, attrs, bias)
     f = feeds(op, xs, ws, attrs, bias)
+    consts = None
+    if weights == "initializers":
+        consts = {k: f.pop(k) for k in ("w", "b") if k in f}
+    model = conv_model(op, oc.elem(F32), xs, ws, attrs, bias, consts=consts)
     ref = harness.cpu_session(model).run(None, f)
     capfd.readouterr()
     s = harness.mlx_session(model, allow_cpu=False, provider_options={"verbose": "1"})
@@ -277,3 +283,37 @@ def test_cpu_recast_forms(op, path, name, xs, ws, attrs, bias, capfd):
     assert got[0].shape == ref[0].shape
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-4, atol=1e-5)
     assert f"node 'n' ({op}): {path}" in capfd.readouterr().err
+
+
+# Plain forms too: their constant weights are prepared contiguous in MLX's layout.
+PREPARED_CASES = CPU_FORM_CASES + [
+    ("Conv", None, "plain-2d", *case("Conv", "2d-stride-dil-pads")[1:]),
+    ("Conv", None, "plain-3d", *case("Conv", "3d")[1:]),
+    ("ConvTranspose", None, "t-plain-2d", *case("ConvTranspose", "2d-stride-asym-pads-outpad")[1:]),
+]
+
+
+@pytest.mark.parametrize("op,path,name,xs,ws,attrs", PREPARED_CASES,
+                         ids=[c[2] for c in PREPARED_CASES])
+@pytest.mark.cpu_device
+def test_prepared_weights_match_per_run_weights(op, path, name, xs, ws, attrs):
+    """The weight operands prepared once from initializers must be the ones a translation builds
+    from a weight fed as an input: the two models give bit-identical outputs on every run (a Neg
+    after the node makes a group of two, so the path trial runs it eager, then compiled), and
+    both match ORT's CPU provider."""
+    def model(consts=None):
+        m = conv_model(op, oc.elem(F32), xs, ws, attrs, True, consts=consts)
+        m.graph.node[0].output[0] = "c"
+        m.graph.node.append(helper.make_node("Neg", ["c"], ["y"], name="neg"))
+        return m
+
+    f = feeds(op, xs, ws, attrs, True, seed=3)
+    fed = harness.mlx_session(model())
+    const_model = model({k: f[k] for k in ("w", "b")})
+    prepared = harness.mlx_session(const_model)
+    ref = harness.cpu_session(const_model).run(None, {"x": f["x"]})
+    for run in range(7):
+        a = fed.run(None, f)[0]
+        b = prepared.run(None, {"x": f["x"]})[0]
+        np.testing.assert_array_equal(b, a, err_msg=f"run {run}")
+        np.testing.assert_allclose(b, ref[0], rtol=1e-4, atol=1e-5)

@@ -3,7 +3,10 @@
  * dilations, explicit (also asymmetric) pads, auto_pad and an optional bias, on MLX's
  * conv_general. MLX is channels-last, so the NC... input and the OI... weight are transposed in
  * and the result is transposed back; a constant weight is brought into MLX's layout once, when
- * the plan is built (the rows' prepare hooks), not on every run. ConvTranspose is the correlation of the input dilated by the strides with the
+ * the plan is built (the rows' prepare hooks), not on every run: made contiguous there, since
+ * MLX's CPU convolution copies a strided weight on every call, and with the weight operand of the
+ * CPU form it will take (conv_cpu.c) in the second slot. ConvTranspose is the correlation of the
+ * input dilated by the strides with the
  * flipped kernel, whose per-group [C/group, M/group] blocks are regrouped into an
  * [M, k..., C/group] weight; its padding (explicit pads, auto_pad, or the pads implied by
  * output_shape, with output_padding) becomes low/high padding of that correlation, cropped where
@@ -43,14 +46,15 @@ static int to_channels_first(tr_ctx *t, mx_array a, mx_array *out) {
 
 /* mx_conv of channels-last x with w [O, k..., I/groups]. MLX has no grouped 3-D convolution, so
  * there each group is convolved alone and the results are concatenated along channels; on the CPU
- * device grouped 1-D and 2-D convolutions are split the same way (conv_cpu_split_groups). */
-static int conv_channels_last(tr_ctx *t, mx_array x, mx_array w, int nd, const int *stride,
-                              const int *lo, const int *hi, const int *kdil, const int *idil,
-                              int groups, bool flip, mx_array *y) {
+ * device grouped 1-D and 2-D convolutions are split the same way (conv_cpu_split_groups). form:
+ * the prepared weight operand of a CPU form (conv_cpu_prepare), or NULL. */
+static int conv_channels_last(tr_ctx *t, mx_array x, mx_array w, mx_array form, int nd,
+                              const int *stride, const int *lo, const int *hi, const int *kdil,
+                              const int *idil, int groups, bool flip, mx_array *y) {
   if (conv_cpu_depthwise_applies(t, x, w, nd, groups, lo, hi, idil, flip))
-    return conv_cpu_depthwise(t, x, w, nd, stride, lo, hi, kdil, y);
+    return conv_cpu_depthwise(t, x, w, form, nd, stride, lo, hi, kdil, y);
   if (conv_cpu_pointwise_applies(t, x, w, nd, groups, lo, hi, idil, flip))
-    return conv_cpu_pointwise(t, x, w, nd, stride, y);
+    return conv_cpu_pointwise(t, x, w, form, nd, stride, y);
   if (groups == 1 || (nd < 3 && !conv_cpu_split_groups(t, groups)))
     return mx_conv(t->mx, y, x, w, stride, lo, hi, kdil, idil, nd, groups, flip);
   int cin = mx_dim(x, -1) / groups, cout = mx_dim(w, 0) / groups;
@@ -191,19 +195,29 @@ int conv_forward_channels_last(tr_ctx *t, const ir_node *n, mx_array x, mx_array
     lo[i] = (int)l, hi[i] = (int)h;
   }
   TR_TRY(to_channels_last(t, x, &x));
-  mx_array prepared = w == tr_in(t, 1) ? tr_derived(t, 0) : NULL;
+  bool own = w == tr_in(t, 1); /* Conv's own weight, not one ConvInteger/QLinearConv made */
+  mx_array prepared = own ? tr_derived(t, 0) : NULL, form = own ? tr_derived(t, 1) : NULL;
   if (prepared) w = prepared;
-  else TR_TRY(to_channels_last(t, w, &w));
-  return conv_channels_last(t, x, w, nd, stride, lo, hi, kdil, idil, groups, false, y);
+  else TR_TRY(to_channels_last(t, w, &w)); /* no prepared weight: no form either */
+  return conv_channels_last(t, x, w, form, nd, stride, lo, hi, kdil, idil, groups, false, y);
+}
+
+/* Keeps a prepared weight w (contiguous) in slot 0 and its CPU form's operand in slot 1. */
+static int keep_weight(tr_ctx *t, const ir_node *n, mx_array w, bool transposed) {
+  mx_array form;
+  TR_TRY(mx_contiguous(t->mx, &w, w));
+  TR_TRY(tr_keep_derived(t, 0, w));
+  TR_TRY(conv_cpu_prepare(t, n, w, transposed, &form));
+  return form ? tr_keep_derived(t, 1, form) : MX_OK;
 }
 
 /* A constant Conv weight, transposed to channels-last once. */
 static int prepare_conv(tr_ctx *t, const ir_node *n, const op_row *r) {
-  (void)n, (void)r;
+  (void)r;
   if (!tr_input_is_constant(t, 1)) return MX_OK;
   mx_array w;
   TR_TRY(to_channels_last(t, tr_in(t, 1), &w));
-  return tr_keep_derived(t, 0, w);
+  return keep_weight(t, n, w, false);
 }
 
 static int translate_conv(tr_ctx *t, const ir_node *n, const op_row *r) {
@@ -292,7 +306,7 @@ static int prepare_conv_transpose(tr_ctx *t, const ir_node *n, const op_row *r) 
   mx_array w = tr_in(t, 1);
   if (!tr_input_is_constant(t, 1) || groups < 1 || mx_dim(w, 0) % groups) return MX_OK;
   TR_TRY(regroup_transposed_weight(t, w, (int)groups, &w));
-  return tr_keep_derived(t, 0, w);
+  return keep_weight(t, n, w, true);
 }
 
 static int translate_conv_transpose(tr_ctx *t, const ir_node *n, const op_row *r) {
@@ -323,15 +337,15 @@ static int translate_conv_transpose(tr_ctx *t, const ir_node *n, const op_row *r
     lo[i] = l > 0 ? (int)l : 0, hi[i] = h > 0 ? (int)h : 0;
     crop[i] = l < 0 ? (int)-l : 0, out[i] = (int)o, heads[i] = (int)head;
   }
-  mx_array prepared = tr_derived(t, 0);
+  mx_array prepared = tr_derived(t, 0), form = tr_derived(t, 1);
   if (prepared) w = prepared;
   else TR_TRY(regroup_transposed_weight(t, w, groups, &w));
   TR_TRY(to_channels_last(t, x, &x));
   if (conv_cpu_transpose_applies(t, x, w, nd, groups, wa.stride, wa.dilation)) {
-    TR_TRY(conv_cpu_transpose(t, x, w, nd, heads, out, &y));
+    TR_TRY(conv_cpu_transpose(t, x, w, form, nd, heads, out, &y));
     return finish(t, y);
   }
-  TR_TRY(conv_channels_last(t, x, w, nd, ones, lo, hi, kdil, idil, groups, true, &y));
+  TR_TRY(conv_channels_last(t, x, w, form, nd, ones, lo, hi, kdil, idil, groups, true, &y));
   for (int i = 0; i < nd; i++)
     if (crop[i] || mx_dim(y, i + 1) != out[i])
       TR_TRY(tr_slice_axis(t, y, i + 1, crop[i], crop[i] + out[i], &y));

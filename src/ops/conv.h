@@ -2,7 +2,8 @@
  * The convolution helper conv.c shares with other families (quant.c's ConvInteger and
  * QLinearConv): Conv's correlation without bias, so that a caller can convolve operands it has
  * prepared itself (zero points subtracted, digits split) under the node's own window attributes.
- * Also the CPU-device forms conv.c hands to conv_cpu.c.
+ * Also the CPU-device forms conv.c hands to conv_cpu.c, and their weight operands, which conv.c's
+ * prepare hooks make once from constant weights.
  */
 #ifndef CONV_H
 #define CONV_H
@@ -19,8 +20,9 @@ int conv_forward_channels_last(tr_ctx *t, const ir_node *n, mx_array x, mx_array
  * is better run as per-tap multiply-adds on the CPU device than by MLX's CPU loops. */
 bool conv_cpu_depthwise_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
                                 const int *lo, const int *hi, const int *idil, bool flip);
-int conv_cpu_depthwise(tr_ctx *t, mx_array x, mx_array w, int nd, const int *stride,
-                       const int *lo, const int *hi, const int *kdil, mx_array *y);
+int conv_cpu_depthwise(tr_ctx *t, mx_array x, mx_array w, mx_array rows, int nd,
+                       const int *stride, const int *lo, const int *hi, const int *kdil,
+                       mx_array *y);
 /* conv_cpu.c: whether a grouped convolution is better run group by group (MLX's CPU backend
  * takes its BLAS path only for one group; up to CONV_CPU_MAX_SPLIT groups). */
 enum { CONV_CPU_MAX_SPLIT = 64 };
@@ -28,13 +30,17 @@ bool conv_cpu_split_groups(const tr_ctx *t, int groups);
 /* conv_cpu.c: a 1x..x1 convolution (groups 1, no padding) as one matrix product. */
 bool conv_cpu_pointwise_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
                                 const int *lo, const int *hi, const int *idil, bool flip);
-int conv_cpu_pointwise(tr_ctx *t, mx_array x, mx_array w, int nd, const int *stride,
-                       mx_array *y);
+int conv_cpu_pointwise(tr_ctx *t, mx_array x, mx_array w, mx_array wm, int nd,
+                       const int *stride, mx_array *y);
 /* conv_cpu.c: ConvTranspose whose kernel equals its stride (groups 1, no dilation) as one matrix
  * product; head/out: where each output axis starts in the full output, and its length. */
 bool conv_cpu_transpose_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
                                 const int64_t *stride, const int64_t *dilation);
-int conv_cpu_transpose(tr_ctx *t, mx_array x, mx_array w, int nd, const int *head,
-                       const int *out, mx_array *y);
+int conv_cpu_transpose(tr_ctx *t, mx_array x, mx_array w, mx_array wm, int nd,
+                       const int *head, const int *out, mx_array *y);
+/* conv_cpu.c: the weight operand of the form above that node n's constant weight w (MLX's layout)
+ * can take, made once at plan build and passed back as rows / wm; NULL when none applies. The
+ * forms rebuild it themselves when given NULL (a weight computed in the graph). */
+int conv_cpu_prepare(tr_ctx *t, const ir_node *n, mx_array w, bool transposed, mx_array *form);
 
 #endif

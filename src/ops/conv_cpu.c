@@ -7,7 +7,10 @@
  * (conv.c concatenates them); a 1x1 convolution is one matrix product; and a ConvTranspose whose
  * kernel equals its stride is one matrix product whose columns interleave back into space. Each
  * notes its path for the verbose summary. Measured in docs/BENCHMARKS.md (PP-OCR's depthwise and
- * pointwise layers, PP-OCRv4 det's upsamplers); the GPU keeps MLX's own convolution.
+ * pointwise layers, PP-OCRv4 det's upsamplers); the GPU keeps MLX's own convolution. Each form's
+ * weight operand (per-tap rows, the transposed matrix) is made from a constant weight once at plan
+ * build (conv_cpu_prepare, called by conv.c's prepare hooks) and rebuilt per translation only for
+ * weights computed in the graph; both routes give the same values in the same layout roles.
  */
 #include "ops/conv.h"
 #include "plan/translate.h"
@@ -36,10 +39,21 @@ bool conv_cpu_depthwise_applies(const tr_ctx *t, mx_array x, mx_array w, int nd,
   return taps <= DEPTHWISE_MAX_TAPS;
 }
 
+/* The depthwise weight w [C, k..., 1] as [taps, C] rows, row `tap` the tap's per-channel
+ * weights (a transposed view: prepare makes it contiguous). */
+static int depthwise_rows(tr_ctx *t, mx_array w, mx_array *rows) {
+  int c = mx_dim(w, 0), taps = 1, perm[2] = {1, 0};
+  for (int i = 1; i < mx_ndim(w) - 1; i++) taps *= mx_dim(w, i);
+  int shape[2] = {c, taps};
+  TR_TRY(mx_reshape(t->mx, rows, w, shape, 2));
+  return mx_transpose(t->mx, rows, *rows, perm, 2);
+}
+
 /* y = sum over taps of x_padded[strided window at tap] * w[:, tap]; x [N, s..., C] and
- * w [C, k..., 1], both channels-last. */
-int conv_cpu_depthwise(tr_ctx *t, mx_array x, mx_array w, int nd, const int *stride,
-                       const int *lo, const int *hi, const int *kdil, mx_array *y) {
+ * w [C, k..., 1], both channels-last; rows: w's prepared [taps, C] rows, or NULL. */
+int conv_cpu_depthwise(tr_ctx *t, mx_array x, mx_array w, mx_array rows, int nd,
+                       const int *stride, const int *lo, const int *hi, const int *kdil,
+                       mx_array *y) {
   int rank = nd + 2, c = mx_dim(x, -1);
   int plo[MX_MAX_RANK] = {0}, phi[MX_MAX_RANK] = {0}, k[MX_MAX_RANK], out[MX_MAX_RANK];
   int taps = 1;
@@ -50,11 +64,11 @@ int conv_cpu_depthwise(tr_ctx *t, mx_array x, mx_array w, int nd, const int *str
     if (out[i] == 0) return tr_fail(t, "the kernel does not fit in the padded input");
     taps *= k[i];
   }
-  mx_array zero, padded, wk;
+  mx_array zero, padded;
   TR_TRY(tr_scalar(t, &zero, 0.0, mx_dtype_of(x)));
   TR_TRY(mx_pad(t->mx, &padded, x, plo, phi, rank, zero));
-  int wshape[2] = {c, taps};
-  TR_TRY(mx_reshape(t->mx, &wk, w, wshape, 2));
+  if (!rows || mx_ndim(rows) != 2 || mx_dim(rows, 0) != taps || mx_dim(rows, 1) != c)
+    TR_TRY(depthwise_rows(t, w, &rows));
   mx_array acc = NULL;
   for (int tap = 0; tap < taps; tap++) {
     int start[MX_MAX_RANK] = {0}, stop[MX_MAX_RANK], steps[MX_MAX_RANK];
@@ -69,9 +83,7 @@ int conv_cpu_depthwise(tr_ctx *t, mx_array x, mx_array w, int nd, const int *str
     }
     mx_array window, wtap, term;
     TR_TRY(mx_slice(t->mx, &window, padded, start, stop, steps, rank));
-    TR_TRY(tr_slice_axis(t, wk, 1, tap, tap + 1, &wtap));
-    int flat[1] = {c};
-    TR_TRY(mx_reshape(t->mx, &wtap, wtap, flat, 1));
+    TR_TRY(tr_slice_axis(t, rows, 0, tap, tap + 1, &wtap)); /* [1, C]: broadcasts over C */
     TR_TRY(mx_binary(t->mx, &term, MX_MULTIPLY, window, wtap));
     if (acc) TR_TRY(mx_binary(t->mx, &acc, MX_ADD, acc, term));
     else acc = term;
@@ -85,6 +97,24 @@ bool conv_cpu_split_groups(const tr_ctx *t, int groups) {
   return t->mx->device == MX_DEVICE_CPU && groups > 1 && groups <= CONV_CPU_MAX_SPLIT;
 }
 
+/* w [O, k..., C] as the right operand [C, O * K] of a product over channels: a transposed view,
+ * which MLX's matmul hands to BLAS as transposed (no copy). */
+static int matmul_weight(tr_ctx *t, mx_array w, mx_array *w2) {
+  int shape[2] = {1, mx_dim(w, -1)}, perm[2] = {1, 0};
+  for (int i = 0; i < mx_ndim(w) - 1; i++) shape[0] *= mx_dim(w, i);
+  TR_TRY(mx_reshape(t->mx, w2, w, shape, 2));
+  return mx_transpose(t->mx, w2, *w2, perm, 2);
+}
+
+/* wm: the prepared matmul_weight of w when given and of the right shape; else made now. */
+static int matmul_weight_of(tr_ctx *t, mx_array w, mx_array wm, mx_array *w2) {
+  int rows = 1;
+  for (int i = 0; i < mx_ndim(w) - 1; i++) rows *= mx_dim(w, i);
+  if (wm && mx_ndim(wm) == 2 && mx_dim(wm, 0) == mx_dim(w, -1) && mx_dim(wm, 1) == rows)
+    return *w2 = wm, MX_OK;
+  return matmul_weight(t, w, w2);
+}
+
 bool conv_cpu_pointwise_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
                                 const int *lo, const int *hi, const int *idil, bool flip) {
   if (t->mx->device != MX_DEVICE_CPU || flip || groups != 1 || mx_dtype_of(x) != MX_FLOAT32)
@@ -96,8 +126,8 @@ bool conv_cpu_pointwise_applies(const tr_ctx *t, mx_array x, mx_array w, int nd,
 
 /* A 1x..x1 convolution is a matrix product over channels: [P, C] x [O, C]^T, after taking every
  * stride-th position. MLX's CPU convolution would first copy the input into an im2col buffer. */
-int conv_cpu_pointwise(tr_ctx *t, mx_array x, mx_array w, int nd, const int *stride,
-                       mx_array *y) {
+int conv_cpu_pointwise(tr_ctx *t, mx_array x, mx_array w, mx_array wm, int nd,
+                       const int *stride, mx_array *y) {
   int rank = nd + 2, c = mx_dim(x, -1), o = mx_dim(w, 0);
   int start[MX_MAX_RANK] = {0}, stop[MX_MAX_RANK], steps[MX_MAX_RANK], shape[MX_MAX_RANK];
   bool strided = false;
@@ -108,11 +138,10 @@ int conv_cpu_pointwise(tr_ctx *t, mx_array x, mx_array w, int nd, const int *str
   }
   if (strided) TR_TRY(mx_slice(t->mx, &x, x, start, stop, steps, rank));
   for (int i = 0; i < rank - 1; i++) shape[i] = mx_dim(x, i);
-  int rows[2] = {-1, c}, wshape[2] = {o, c}, perm[2] = {1, 0};
+  int rows[2] = {-1, c};
   mx_array x2, w2;
   TR_TRY(mx_reshape(t->mx, &x2, x, rows, 2));
-  TR_TRY(mx_reshape(t->mx, &w2, w, wshape, 2));
-  TR_TRY(mx_transpose(t->mx, &w2, w2, perm, 2));
+  TR_TRY(matmul_weight_of(t, w, wm, &w2));
   TR_TRY(mx_matmul(t->mx, &x2, x2, w2));
   shape[rank - 1] = o;
   tr_note_path(t, "pointwise matmul (CPU)");
@@ -134,16 +163,14 @@ bool conv_cpu_transpose_applies(const tr_ctx *t, mx_array x, mx_array w, int nd,
  * ([N, d..., M, k...] -> [N, d1, k1, d2, k2, ..., M]); then the window [head, head + out) of
  * each axis is taken, zero beyond the full extent. MLX's CPU path would correlate the
  * stride-dilated input element by element. x [N, d..., C]; w [M, k..., C] (regrouped). */
-int conv_cpu_transpose(tr_ctx *t, mx_array x, mx_array w, int nd, const int *head,
-                       const int *out, mx_array *y) {
-  int c = mx_dim(x, -1), m = mx_dim(w, 0), taps = 1;
+int conv_cpu_transpose(tr_ctx *t, mx_array x, mx_array w, mx_array wm, int nd,
+                       const int *head, const int *out, mx_array *y) {
+  int c = mx_dim(x, -1), m = mx_dim(w, 0);
   int shape[MX_MAX_RANK], perm[MX_MAX_RANK];
-  for (int i = 0; i < nd; i++) taps *= mx_dim(w, i + 1);
-  int rows[2] = {-1, c}, wshape[2] = {m * taps, c}, swap[2] = {1, 0};
+  int rows[2] = {-1, c};
   mx_array x2, w2;
   TR_TRY(mx_reshape(t->mx, &x2, x, rows, 2));
-  TR_TRY(mx_reshape(t->mx, &w2, w, wshape, 2));
-  TR_TRY(mx_transpose(t->mx, &w2, w2, swap, 2));
+  TR_TRY(matmul_weight_of(t, w, wm, &w2));
   TR_TRY(mx_matmul(t->mx, &x2, x2, w2));
   shape[0] = mx_dim(x, 0);
   for (int i = 0; i < nd; i++) shape[1 + i] = mx_dim(x, i + 1), shape[2 + nd + i] = mx_dim(w, i + 1);
@@ -170,4 +197,29 @@ int conv_cpu_transpose(tr_ctx *t, mx_array x, mx_array w, int nd, const int *hea
   tr_note_path(t, "non-overlapping transpose matmul (CPU)");
   *y = x2;
   return MX_OK;
+}
+
+/* The weight operand of the CPU form node n will take, made once from its constant weight w
+ * (channels-last [M, k..., C/group]; regrouped for ConvTranspose): a depthwise kernel's [taps, C]
+ * rows, contiguous so that each tap is a plain row; a 1x..x1 kernel's or a kernel-equals-stride
+ * ConvTranspose's transposed matrix, a view of w. NULL where no form can apply to this weight;
+ * the translator still checks the live shapes before taking a form. */
+int conv_cpu_prepare(tr_ctx *t, const ir_node *n, mx_array w, bool transposed, mx_array *form) {
+  *form = NULL;
+  int nd = mx_ndim(w) - 2, taps = 1;
+  int64_t groups = ir_attr_int(n, "group", 1);
+  if (t->mx->device != MX_DEVICE_CPU || mx_dtype_of(w) != MX_FLOAT32 || nd < 1) return MX_OK;
+  for (int i = 0; i < nd; i++) taps *= mx_dim(w, i + 1);
+  if (!transposed && groups > 1 && mx_dim(w, 0) == groups && mx_dim(w, -1) == 1 &&
+      taps <= DEPTHWISE_MAX_TAPS) {
+    TR_TRY(depthwise_rows(t, w, form));
+    return mx_contiguous(t->mx, form, *form);
+  }
+  if (groups != 1) return MX_OK;
+  const ir_attr *s = ir_find_attr(n, "strides");
+  for (int i = 0; i < nd; i++) {
+    int64_t stride = s && s->type == IR_ATTR_INTS && s->count == (size_t)nd ? s->ints[i] : 1;
+    if (mx_dim(w, i + 1) != (transposed ? stride : 1)) return MX_OK;
+  }
+  return matmul_weight(t, w, form);
 }
