@@ -287,6 +287,15 @@ def test_loop_constant_trip_count_compiles_keyed(capfd):
     oc.check_compiled(model, feeds, capfd, path="keyed")
 
 
+def test_loop_computed_trip_count_compiles_value_keyed(capfd):
+    """A trip count fed at run time (with a pass-through cond) is evaluated before the call and
+    keys the compiled variant: one trace per count, reused when the count comes back."""
+    model = loop_model(with_cond=False, scan=True)
+    feeds = [loop_feeds(m=3), loop_feeds(m=5), loop_feeds(m=3), loop_feeds(m=0)]
+    line = oc.check_compiled(model, feeds, capfd, path="keyed")
+    assert "is value-keyed" in line and "misses 3" in line and "hits 1" in line, line
+
+
 def test_loop_over_cap_at_run_time_names_node():
     """A live trip count over the unroll cap fails the run naming the node; the session stays
     usable."""

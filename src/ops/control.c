@@ -8,8 +8,8 @@
  * count from the scan axis extents, known from shapes, slices its scan inputs per iteration in
  * the given directions and stacks the scan outputs (shape-keyed). Loop reads its trip count and
  * condition on the host and, when the body computes the condition, reads it after every
- * iteration (eager); a loop whose condition the body only passes through and whose trip count is
- * constant is shape-keyed. Unrolling stops at CONTROL_UNROLL_CAP iterations with an error naming
+ * iteration (eager); a loop whose condition the body only passes through is shape-keyed when its
+ * trip count and condition are constant, value-keyed when they are computed. Unrolling stops at CONTROL_UNROLL_CAP iterations with an error naming
  * the node; a loop known to exceed it is declined at claim time. Scan-8 is a Scan per entry of
  * its batch axis; its per-entry lengths (sequence_lens) are declined.
  */
@@ -38,7 +38,7 @@ static op_compile_class body_class(const ir_graph *body) {
 
 static op_compile_class at_least(op_compile_class a, op_compile_class b) { return a > b ? a : b; }
 
-/* Whether a node of body is value-keyed (an If with a computed cond). */
+/* Whether a node of body is value-keyed (an If's computed cond, a Loop's computed trip count). */
 static bool holds_keyed_node(const ir_graph *body) {
   for (int i = 0; body && i < body->n_nodes; i++) {
     const ir_node *b = &body->nodes[i];
@@ -83,15 +83,15 @@ static bool claim_if(const ir_graph *g, const ir_node *n, const op_row *r, op_wh
     if (branches[k]->n_graph_outputs != n->n_outputs)
       return op_decline(why, "%s has %d outputs, the node %d", k ? "else_branch" : "then_branch",
                         branches[k]->n_graph_outputs, n->n_outputs);
-  /* With a computed cond a whole If compiles (value-keyed), unless a branch holds an If with a
-   * computed cond of its own: keys are computed for a group's own graph only, so that one would
-   * make the whole If run eagerly. Left to ORT, its branches are offered to us one by one, where
-   * the inner If is value-keyed in turn. */
+  /* With a computed cond a whole If compiles (value-keyed), unless a branch holds a value-keyed
+   * node of its own (an If with a computed cond, a Loop with a computed trip count): keys are
+   * computed for a group's own graph only, so that one would make the whole If run eagerly.
+   * Left to ORT, its branches are offered to us one by one, where that node is value-keyed. */
   if (!op_input_is_const(g, n, 0) && (holds_keyed_node(branches[0]) ||
                                       holds_keyed_node(branches[1])))
-    return op_decline(why, "cond is computed and a branch holds an If with a computed cond: the "
-                           "whole If would run eagerly, so its branches are claimed one by one "
-                           "instead, where they compile");
+    return op_decline(why, "cond is computed and a branch holds a node keyed on computed values "
+                           "(an If's cond, a Loop's trip count): the whole If would run eagerly, "
+                           "so its branches are claimed one by one instead, where they compile");
   return true;
 }
 
@@ -328,11 +328,15 @@ static bool claim_loop(const ir_graph *g, const ir_node *n, const op_row *r, op_
   return true;
 }
 
+/* With a pass-through cond the iterations are known before the loop runs: from constants
+ * (shape-keyed), else from M and cond computed before the call (value-keyed). A cond the body
+ * computes is read after every iteration (eager). */
 static op_compile_class class_loop(const ir_graph *g, const ir_node *n) {
   const ir_graph *body = ir_subgraph_of(n, "body");
-  bool fixed = op_input_is_const(g, n, 0) && (!ir_has_input(n, 1) || op_input_is_const(g, n, 1)) &&
-               cond_passes_through(body);
-  return fixed ? at_least(OP_SHAPE_KEYED, body_class(body)) : OP_EAGER;
+  if (!cond_passes_through(body)) return OP_EAGER;
+  bool fixed = (!ir_has_input(n, 0) || op_input_is_const(g, n, 0)) &&
+               (!ir_has_input(n, 1) || op_input_is_const(g, n, 1));
+  return at_least(fixed ? OP_SHAPE_KEYED : OP_VALUE_KEYED, body_class(body));
 }
 
 /* Reads a one-element array as a truth value on the host. */
@@ -422,9 +426,10 @@ const op_row ops_control_rows[] = {
      "keys the compiled variant (value-keyed); eager inside another control-flow body",
      class_if, NULL, 1u /* cond */},
     {"", "Loop", 1, 25, claim_loop, translate_loop, OP_EAGER, 0, 0,
-     "unrolled up to 4096 iterations; M and cond read on the host, a body-computed cond after "
-     "every iteration (eager); constant M with a pass-through cond is shape-keyed",
-     class_loop, NULL},
+     "unrolled up to 4096 iterations; with a pass-through cond, M and cond are known before the "
+     "loop (constant: shape-keyed; computed: evaluated before the call and value-keyed); a "
+     "body-computed cond is read after every iteration (eager)",
+     class_loop, NULL, 3u /* M, cond */},
     {"", "Scan", 8, 8, claim_scan, translate_scan, OP_EAGER, 0, 0,
      "one unrolled scan per batch entry (axis 0), scanned along axis 1; sequence_lens declined",
      class_scan, NULL},
