@@ -211,44 +211,68 @@ static int traced_graph(void *user, mx_ctx *ctx, const mx_array *inputs, size_t 
   return rc;
 }
 
+/* A translation beside the run's own (a variant's shape values, a plan's keys): the bound inputs
+ * and constants as values, a scratch arena, and checks and sequences of its own. */
+typedef struct side_translation {
+  mx_array *values;
+  mx_arena *scratch;
+  mx_ctx ctx;
+  tr_checks checks;
+  tr_seqs seqs;
+  unsigned reads;
+  char err[MX_ERROR_LEN];
+} side_translation;
+
+static int side_begin(plan *p, mx_ctx *ctx, const mx_array *bound, side_translation *s) {
+  memset(s, 0, sizeof *s);
+  s->values = values_with_inputs(p, bound);
+  s->scratch = mx_arena_new();
+  s->ctx = (mx_ctx){.arena = s->scratch, .device = ctx->device};
+  if (s->values && s->scratch && tr_seqs_init(&s->seqs, p->g->n_values)) return MX_OK;
+  snprintf(s->err, sizeof s->err, "out of memory");
+  return MX_ERR_NOMEM;
+}
+
+static int side_node(plan *p, side_translation *s, int i) {
+  return plan_translate_node(p, &s->ctx, s->values, p->const_values, &s->seqs, i, &s->checks,
+                             &s->reads, s->err, sizeof s->err);
+}
+
+static void side_end(side_translation *s) {
+  tr_seqs_free(&s->seqs);
+  free(s->checks.items);
+  free(s->values);
+  mx_arena_free(s->scratch);
+}
+
 /* Evaluates a keyed variant's shape values from the concrete inputs, into its own arena. The
  * other nodes are translated too, lazily and into a scratch arena, so that Shape of an
  * intermediate value sees its shape; only the shape values are evaluated and kept. */
 static int compute_shape_values(plan *p, mx_ctx *ctx, plan_cache_entry *e, const mx_array *bound) {
   if (!p->has_shape_nodes) return MX_OK;
+  side_translation s;
+  int rc = side_begin(p, ctx, bound, &s);
   e->shape_values = calloc((size_t)p->g->n_values + 1, sizeof(mx_array));
-  mx_array *values = values_with_inputs(p, bound);
-  mx_arena *scratch = mx_arena_new();
-  int rc = e->shape_values && values && scratch ? MX_OK : MX_ERR_NOMEM;
-  mx_ctx sctx = {.arena = e->arena, .device = ctx->device};
-  char err[MX_ERROR_LEN] = "";
-  unsigned reads = 0;
-  tr_checks checks = {0};
-  tr_seqs seqs = {0};
-  if (rc == MX_OK && !tr_seqs_init(&seqs, p->g->n_values)) rc = MX_ERR_NOMEM;
+  if (rc == MX_OK && !e->shape_values) rc = MX_ERR_NOMEM;
   for (int k = 0; rc == MX_OK && k < p->g->n_nodes; k++) {
     int i = p->order[k];
     if (p->folded[i]) continue;
-    sctx.arena = p->shape_node[i] ? e->arena : scratch;
-    rc = plan_translate_node(p, &sctx, values, p->const_values, &seqs, i, &checks, &reads, err,
-                             sizeof err);
+    s.ctx.arena = p->shape_node[i] ? e->arena : s.scratch;
+    rc = side_node(p, &s, i);
     const ir_node *n = &p->g->nodes[i];
     for (int o = 0; rc == MX_OK && p->shape_node[i] && o < n->n_outputs; o++) {
       int v = n->outputs[o];
       if (v == IR_NONE) continue;
-      rc = mx_eval(&sctx, &values[v], 1);
+      rc = mx_eval(&s.ctx, &s.values[v], 1);
       if (rc != MX_OK)
-        snprintf(err, sizeof err, "node '%.100s' (%.40s): %.300s", n->name, n->op_type,
-                 sctx.error);
-      e->shape_values[v] = values[v];
+        snprintf(s.err, sizeof s.err, "node '%.100s' (%.40s): %.300s", n->name, n->op_type,
+                 s.ctx.error);
+      e->shape_values[v] = s.values[v];
     }
   }
-  if (rc == MX_OK) rc = plan_verify_checks(&sctx, &checks, err, sizeof err);
-  if (rc != MX_OK) mx_set_error(ctx, "%s", err[0] ? err : "computing shape values failed");
-  tr_seqs_free(&seqs);
-  free(checks.items);
-  free(values);
-  mx_arena_free(scratch);
+  if (rc == MX_OK) rc = plan_verify_checks(&s.ctx, &s.checks, s.err, sizeof s.err);
+  if (rc != MX_OK) mx_set_error(ctx, "%s", s.err[0] ? s.err : "computing shape values failed");
+  side_end(&s);
   return rc;
 }
 
@@ -266,41 +290,29 @@ typedef struct key_values {
 static int compute_keys(plan *p, mx_ctx *ctx, const mx_array *bound, key_values *kv) {
   kv->n = 0;
   if (!p->n_keys) return MX_OK;
-  mx_array *values = values_with_inputs(p, bound);
-  mx_arena *scratch = mx_arena_new();
-  int rc = values && scratch ? MX_OK : MX_ERR_NOMEM;
-  mx_ctx sctx = {.arena = scratch, .device = ctx->device};
-  char err[MX_ERROR_LEN] = "out of memory";
-  unsigned reads = 0;
-  tr_checks checks = {0};
-  tr_seqs seqs = {0};
-  if (rc == MX_OK && !tr_seqs_init(&seqs, p->g->n_values)) rc = MX_ERR_NOMEM;
+  side_translation s;
+  int rc = side_begin(p, ctx, bound, &s);
   for (int k = 0; rc == MX_OK && k < p->g->n_nodes; k++) {
     int i = p->order[k];
-    if (!p->folded[i] && p->key_node[i])
-      rc = plan_translate_node(p, &sctx, values, p->const_values, &seqs, i, &checks, &reads, err,
-                               sizeof err);
+    if (!p->folded[i] && p->key_node[i]) rc = side_node(p, &s, i);
   }
-  if (rc == MX_OK) rc = plan_verify_checks(&sctx, &checks, err, sizeof err);
+  if (rc == MX_OK) rc = plan_verify_checks(&s.ctx, &s.checks, s.err, sizeof s.err);
   for (int k = 0; rc == MX_OK && k < p->n_keys; k++) {
-    mx_array a = values[p->keys[k]];
+    mx_array a = s.values[p->keys[k]];
     if (!a || mx_size(a) != 1) {
-      snprintf(err, sizeof err, "'%s' keys the compiled plan but does not hold one value",
+      snprintf(s.err, sizeof s.err, "'%s' keys the compiled plan but does not hold one value",
                p->g->values[p->keys[k]].name);
       rc = MX_ERR_ARG;
       break;
     }
     kv->dtype[k] = mx_dtype_of(a);
-    rc = tr_scalar_value(&sctx, a, &kv->value[k]);
-    if (rc != MX_OK) snprintf(err, sizeof err, "%s", sctx.error);
+    rc = tr_scalar_value(&s.ctx, a, &kv->value[k]);
+    if (rc != MX_OK) snprintf(s.err, sizeof s.err, "%s", s.ctx.error);
     kv->n = k + 1;
   }
-  if (rc != MX_OK) mx_set_error(ctx, "%s", err);
+  if (rc != MX_OK) mx_set_error(ctx, "%s", s.err[0] ? s.err : "computing the plan's keys failed");
   atomic_fetch_add(&p->stats.host_reads, (unsigned long long)kv->n);
-  tr_seqs_free(&seqs);
-  free(checks.items);
-  free(values);
-  mx_arena_free(scratch);
+  side_end(&s);
   return rc;
 }
 
