@@ -3,9 +3,11 @@
  * compile live in their own files), owns the session's plans (compute infos only point at them)
  * and prints the per-group summary when ORT releases the EP with verbose on.
  */
+#include "mlx/cpu_kernels.h"
 #include "ep/ep_types.h"
 #include "plan/plan.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -13,6 +15,9 @@ static const char *ORT_API_CALL get_name(const OrtEp *ep) {
   (void)ep;
   return EP_NAME;
 }
+
+static const char *avx2_kernels_note;
+static void use_avx2_kernels(void) { avx2_kernels_note = cpu_kernels_use_avx2(); }
 
 OrtStatus *ep_create(ep_factory *factory, const OrtSessionOptions *so, const OrtLogger *logger,
                      OrtEp **out) {
@@ -26,6 +31,14 @@ OrtStatus *ep_create(ep_factory *factory, const OrtSessionOptions *so, const Ort
   if (st) {
     free(ep);
     return st;
+  }
+  if (ep->options.device == MX_DEVICE_CPU && ep->options.avx2_kernels) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, use_avx2_kernels);
+    if (ep->options.verbose)
+      fprintf(stderr, "[%s] CPU kernels: %s%s\n", EP_NAME,
+              avx2_kernels_note ? "as MLX builds them: " : "built for AVX2/FMA/F16C",
+              avx2_kernels_note ? avx2_kernels_note : "");
   }
   OrtEp *b = &ep->base;
   b->ort_version_supported = EP_ORT_API_VERSION;

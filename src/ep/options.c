@@ -9,7 +9,8 @@
  * Environment only (A/B switches): ONNXRUNTIME_EP_MLX_NO_COMPILE=1 runs every group eagerly;
  * ONNXRUNTIME_EP_MLX_NO_SHAPELESS=1 compiles keyed on input shapes instead of shapeless;
  * ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN=1 keeps LinearAttention on its composed path;
- * ONNXRUNTIME_EP_MLX_NO_PATH_TRIAL=1 keeps compiled groups compiled without timing eager runs.
+ * ONNXRUNTIME_EP_MLX_NO_PATH_TRIAL=1 keeps compiled groups compiled without timing eager runs;
+ * ONNXRUNTIME_EP_MLX_NO_AVX2_KERNELS=1 leaves MLX's CPU kernel compiler as it is (cpu_kernels.c).
  */
 #include "ep/ep_types.h"
 
@@ -45,6 +46,7 @@ OrtStatus *ep_options_parse(const OrtApi *ort, const OrtSessionOptions *so, ep_o
   out->shapeless = !env_flag("ONNXRUNTIME_EP_MLX_NO_SHAPELESS");
   out->fast_kernels = !env_flag("ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN");
   out->path_trial = !env_flag("ONNXRUNTIME_EP_MLX_NO_PATH_TRIAL");
+  out->avx2_kernels = !env_flag("ONNXRUNTIME_EP_MLX_NO_AVX2_KERNELS");
   if (!so) return NULL;
   char value[1024];
   bool found;

@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include <dlfcn.h>
+
 namespace mc = mlx::core;
 
 struct mx_array_impl {
@@ -163,6 +165,20 @@ const char *mx_version(void) {
     return "unknown";
   }
   return v.c_str();
+}
+
+const char *mx_library_dir(void) {
+  static std::string dir;
+  try {
+    Dl_info info;
+    if (dir.empty() && dladdr(reinterpret_cast<void *>(&mc::version), &info) && info.dli_fname) {
+      dir = info.dli_fname;
+      dir.erase(dir.find_last_of('/') == std::string::npos ? 0 : dir.find_last_of('/'));
+    }
+  } catch (...) {
+    return "";
+  }
+  return dir.c_str();
 }
 
 void mx_set_error(mx_ctx *ctx, const char *fmt, ...) {

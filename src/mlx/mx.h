@@ -63,6 +63,8 @@ void mx_arena_free(mx_arena *arena);     /* frees every array created in it; NUL
 size_t mx_arena_count(const mx_arena *arena);
 bool mx_device_available(mx_device device);
 const char *mx_version(void);
+/* The folder holding the loaded libmlx ("" when unknown): its headers are in ../include. */
+const char *mx_library_dir(void);
 void mx_set_error(mx_ctx *ctx, const char *fmt, ...);
 const char *mx_dtype_name(mx_dtype dtype);
 size_t mx_dtype_size(mx_dtype dtype);

@@ -1,0 +1,86 @@
+/*
+ * MLX's fused CPU kernels, built for this CPU. MLX compiles each fused kernel with g++ at run
+ * time and passes -mavx2 -mfma only when libmlx itself was built for AVX2, which the PyPI wheel
+ * is not, so on x86 every fused kernel is SSE2 code (measured: MiniLM b1 about 16% slower than
+ * with AVX2 kernels). A kernel's source includes "mlx/backend/cpu/compiled_preamble.h", and a
+ * quoted include is looked up first beside the source, in MLX's kernel cache folder
+ * (the temporary folder, then mlx/<version>/cpu). On a CPU with AVX2, FMA and F16C, this file puts a
+ * header there that turns those instructions on for the rest of the kernel and includes MLX's
+ * own preamble. Contraction of a*b+c into fma stays off, so results keep the bits of the SSE2
+ * build. Kernels already in the cache are left as they are; where MLX embeds its preamble
+ * instead of including it, the header is never read. ONNXRUNTIME_EP_MLX_NO_AVX2_KERNELS=1 keeps
+ * the header from being written (one written earlier is removed by deleting the folder).
+ */
+#include "mlx/cpu_kernels.h"
+
+#include "mlx/mx.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PREAMBLE "mlx/backend/cpu/compiled_preamble.h"
+
+/* mkdir -p for the folders above path's last component. */
+static bool make_parents(char *path) {
+  for (char *p = path + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    int rc = mkdir(path, 0755);
+    *p = '/';
+    if (rc != 0 && errno != EEXIST) return false;
+  }
+  return true;
+}
+
+static bool same_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  char buf[1024];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  return strcmp(buf, text) == 0;
+}
+
+const char *cpu_kernels_use_avx2(void) {
+#if defined(__x86_64__) && defined(__linux__)
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") ||
+      !__builtin_cpu_supports("f16c"))
+    return "the CPU lacks AVX2, FMA or F16C";
+  char own[4096], shim[4096], tmp[4200], text[4608];
+  const char *lib = mx_library_dir(), *tmpdir = NULL;
+  /* where std::filesystem::temp_directory_path, which MLX uses, looks */
+  const char *vars[] = {"TMPDIR", "TMP", "TEMP", "TEMPDIR"};
+  for (int i = 0; i < 4 && !(tmpdir && *tmpdir); i++) tmpdir = getenv(vars[i]);
+  if (!lib[0]) return "libmlx's folder is unknown";
+  snprintf(own, sizeof own, "%s/../include/" PREAMBLE, lib);
+  if (access(own, R_OK) != 0) return "MLX's headers are not installed";
+  snprintf(shim, sizeof shim, "%s/mlx/%s/cpu/" PREAMBLE, tmpdir && *tmpdir ? tmpdir : "/tmp",
+           mx_version());
+  snprintf(text, sizeof text,
+           "// Written by onnxruntime-ep-mlx (src/mlx/cpu_kernels.c): MLX's kernels for this CPU.\n"
+           "#pragma GCC target(\"avx2,fma,f16c\")\n"
+           "#pragma GCC optimize(\"fp-contract=off\")\n"
+           "#include \"%s\"\n",
+           own);
+  if (same_text(shim, text)) return NULL;
+  snprintf(tmp, sizeof tmp, "%s.%ld", shim, (long)getpid());
+  if (!make_parents(shim)) return "the kernel cache folder cannot be made";
+  FILE *f = fopen(tmp, "w");
+  if (!f) return "the kernel cache folder is not writable";
+  bool ok = fputs(text, f) >= 0;
+  ok = fclose(f) == 0 && ok;
+  if (!ok || rename(tmp, shim) != 0) { /* another process may have won the race: fine */
+    unlink(tmp);
+    return same_text(shim, text) ? NULL : "the header could not be written";
+  }
+  return NULL;
+#else
+  return "not an x86-64 Linux build";
+#endif
+}
