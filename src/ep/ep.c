@@ -62,7 +62,7 @@ static void print_summary(const mlx_ep *ep) {
             "%llu), cache hits %llu misses %llu, traces %llu, fallbacks %llu, mean run %.3f ms, "
             "in %llu B, out %llu B, host reads %llu\n",
             EP_NAME, p->name, p->g->n_nodes, plan_path_name(p->path),
-            p->compile_broken || p->trial.chose_eager || p->shape_churn ? "->eager" : "", p->path_reason, runs,
+            plan_turned_eager(p) ? "->eager" : "", p->path_reason, runs,
             (unsigned long long)s->failures, (unsigned long long)s->compiled_runs,
             (unsigned long long)s->eager_runs, (unsigned long long)s->cache_hits,
             (unsigned long long)s->cache_misses, (unsigned long long)s->traces,

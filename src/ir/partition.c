@@ -58,7 +58,8 @@ int partition_groups(const ir_graph *g, const bool *claimed, const bool *alone, 
     }
   consumers = malloc(sizeof(int) * (edges + 1));
   if (!consumers) goto done;
-  for (int v = 0; v < g->n_values; v++) consumer_start[v + 1] = consumer_start[v] + consumer_count[v];
+  for (int v = 0; v < g->n_values; v++)
+    consumer_start[v + 1] = consumer_start[v] + consumer_count[v];
   for (int v = 0; v < g->n_values; v++) consumer_count[v] = 0;
   for (int i = 0; i < n; i++)
     for (int k = 0; k < n_deps(&g->nodes[i]); k++) {

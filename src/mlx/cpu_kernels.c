@@ -3,8 +3,8 @@
  * time and passes -mavx2 -mfma only when libmlx itself was built for AVX2, which the PyPI wheel
  * is not, so on x86 every fused kernel is SSE2 code (measured: MiniLM b1 about 16% slower than
  * with AVX2 kernels). A kernel's source includes "mlx/backend/cpu/compiled_preamble.h", and a
- * quoted include is looked up first beside the source, in MLX's kernel cache folder
- * (the temporary folder, then mlx/<version>/cpu). On a CPU with AVX2, FMA and F16C, this file puts a
+ * quoted include is looked up first beside the source, in MLX's kernel cache folder (the
+ * temporary folder, then mlx/<version>/cpu). On a CPU with AVX2, FMA and F16C, this file puts a
  * header there that turns those instructions on for the rest of the kernel and includes MLX's
  * own preamble. Contraction of a*b+c into fma stays off, so results keep the bits of the SSE2
  * build. Kernels already in the cache are left as they are; where MLX embeds its preamble

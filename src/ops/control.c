@@ -4,14 +4,15 @@
  * them only when every node of every subgraph is claimable (registry.c, bodies_ok), so a claimed
  * node never falls back. If reads `cond` on the host and translates the chosen branch: free when
  * cond is constant; a computed cond is value-keyed (the plan evaluates it before the call and
- * keeps a compiled variant per value), and eager inside another control-flow body. Scan (opset 9 on) takes its iteration
- * count from the scan axis extents, known from shapes, slices its scan inputs per iteration in
- * the given directions and stacks the scan outputs (shape-keyed). Loop reads its trip count and
- * condition on the host and, when the body computes the condition, reads it after every
- * iteration (eager); a loop whose condition the body only passes through is shape-keyed when its
- * trip count and condition are constant, value-keyed when they are computed. Unrolling stops at CONTROL_UNROLL_CAP iterations with an error naming
- * the node; a loop known to exceed it is declined at claim time. Scan-8 is a Scan per entry of
- * its batch axis; its per-entry lengths (sequence_lens) are declined.
+ * keeps a compiled variant per value), and eager inside another control-flow body. Scan (opset
+ * 9 on) takes its iteration count from the scan axis extents, known from shapes, slices its scan
+ * inputs per iteration in the given directions and stacks the scan outputs (shape-keyed). Loop
+ * reads its trip count and condition on the host and, when the body computes the condition,
+ * reads it after every iteration (eager); a loop whose condition the body only passes through
+ * is shape-keyed when its trip count and condition are constant, value-keyed when they are
+ * computed. Unrolling stops at CONTROL_UNROLL_CAP iterations with an error naming the node; a
+ * loop known to exceed it is declined at claim time. Scan-8 is a Scan per entry of its batch
+ * axis; its per-entry lengths (sequence_lens) are declined.
  */
 #include "ops/families.h"
 #include "plan/translate.h"
@@ -23,29 +24,33 @@
 enum { CONTROL_UNROLL_CAP = 4096 };
 
 /* --- shared ------------------------------------------------------------------------------ */
-/* The worst compile class among a subgraph's nodes (recursively through their own hooks). */
-static op_compile_class body_class(const ir_graph *body) {
+/* The worst compile class among a subgraph's nodes (recursively through their own hooks). A
+ * value-keyed node counts as eager there, since the plan computes keys of its own graph only;
+ * *keyed (when given) says whether the subgraph holds one. */
+static op_compile_class body_class_of(const ir_graph *body, bool *keyed) {
   op_compile_class worst = OP_SHAPELESS;
   for (int i = 0; body && i < body->n_nodes; i++) {
     const ir_node *b = &body->nodes[i];
     const op_row *r = op_lookup(b->domain, b->op_type, b->since_version);
     op_compile_class c = r ? op_node_compile_class(r, body, b) : OP_EAGER;
-    if (c == OP_VALUE_KEYED) c = OP_EAGER; /* the plan computes keys of its own graph only */
+    if (c == OP_VALUE_KEYED) {
+      c = OP_EAGER;
+      if (keyed) *keyed = true;
+    }
     if (c > worst) worst = c;
   }
   return worst;
 }
 
+static op_compile_class body_class(const ir_graph *body) { return body_class_of(body, NULL); }
+
 static op_compile_class at_least(op_compile_class a, op_compile_class b) { return a > b ? a : b; }
 
 /* Whether a node of body is value-keyed (an If's computed cond, a Loop's computed trip count). */
 static bool holds_keyed_node(const ir_graph *body) {
-  for (int i = 0; body && i < body->n_nodes; i++) {
-    const ir_node *b = &body->nodes[i];
-    const op_row *r = op_lookup(b->domain, b->op_type, b->since_version);
-    if (r && op_node_compile_class(r, body, b) == OP_VALUE_KEYED) return true;
-  }
-  return false;
+  bool keyed = false;
+  body_class_of(body, &keyed);
+  return keyed;
 }
 
 /* Output i, cast to its declared element type when the snapshot knows it. */
@@ -342,10 +347,8 @@ static op_compile_class class_loop(const ir_graph *g, const ir_node *n) {
 /* Reads a one-element array as a truth value on the host. */
 static int host_truth(tr_ctx *t, mx_array a, bool *value) {
   if (mx_size(a) != 1) return tr_fail(t, "the loop condition must hold one value");
-  mx_array c;
-  int32_t v = 0;
-  TR_TRY(mx_astype(t->mx, &c, a, MX_INT32));
-  TR_TRY(mx_copy_to_host(t->mx, c, &v, sizeof v));
+  double v = 0;
+  TR_TRY(tr_scalar_value(t->mx, a, &v));
   t->host_reads++;
   *value = v != 0;
   return MX_OK;

@@ -7,8 +7,9 @@
  * MLX's CPU convolution copies a strided weight on every call, and with the weight operand of the
  * CPU form it will take (conv_cpu.c) in the second slot. ConvTranspose is the correlation of the
  * input dilated by the strides with the flipped kernel, whose per-group [C/group, M/group]
- * blocks are regrouped into an [M, k..., C/group] weight; its padding (explicit pads, auto_pad, or the pads implied by
- * output_shape, with output_padding) becomes low/high padding of that correlation, cropped where
+ * blocks are regrouped into an [M, k..., C/group] weight; its padding (explicit pads, auto_pad,
+ * or the pads implied by output_shape, with output_padding) becomes low/high padding of that
+ * correlation, cropped where
  * negative. MLX has no grouped 3-D convolution, so those run group by group. Forms where ONNX
  * Runtime's CPU kernel rejects the node or departs from the spec (SAME with dilations for Conv,
  * SAME whose padding would be negative, output_padding not below the stride) are declined and stay

@@ -173,7 +173,8 @@ int conv_cpu_transpose(tr_ctx *t, mx_array x, mx_array w, mx_array wm, int nd,
   TR_TRY(matmul_weight_of(t, w, wm, &w2));
   TR_TRY(mx_matmul(t->mx, &x2, x2, w2));
   shape[0] = mx_dim(x, 0);
-  for (int i = 0; i < nd; i++) shape[1 + i] = mx_dim(x, i + 1), shape[2 + nd + i] = mx_dim(w, i + 1);
+  for (int i = 0; i < nd; i++)
+    shape[1 + i] = mx_dim(x, i + 1), shape[2 + nd + i] = mx_dim(w, i + 1);
   shape[1 + nd] = m;
   TR_TRY(mx_reshape(t->mx, &x2, x2, shape, 2 * nd + 2));
   perm[0] = 0, perm[2 * nd + 1] = 1 + nd;

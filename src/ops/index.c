@@ -13,8 +13,8 @@
  * 'none', which of several updates to one slot lands is unspecified (ONNX leaves it undefined).
  * Compress, NonZero and Unique have data-dependent output shapes: they read their input on the
  * host every run (bridge host reads in the translator): eager rows that the partitioner puts in
- * a group of their own (OP_HOST_SHAPE), so the nodes around them still compile. Every row takes float64
- * on the CPU device (OP_F64): the data is only moved, selected or compared, scatter reductions
+ * a group of their own (OP_HOST_SHAPE), so the nodes around them still compile. Every row takes
+ * float64 on the CPU device (OP_F64): the data is only moved, selected or compared, scatter reductions
  * apply the updates one by one in float64 as ONNX Runtime does, and float64 keys and indices are
  * compared as float64 (never narrowed to float32).
  */
@@ -363,7 +363,8 @@ static int translate_gather_nd(tr_ctx *t, const ir_node *n, const op_row *r) {
                    MX_MAX_RANK);
   if (tuples == 0 || mx_size(x) == 0) {
     for (int i = 0; i < b + k && tuples; i++)
-      if (mx_dim(x, i) == 0) return tr_fail(t, "index out of range: axis %d of the data is empty", i);
+      if (mx_dim(x, i) == 0)
+        return tr_fail(t, "index out of range: axis %d of the data is empty", i);
     mx_array zero;
     TR_TRY(mx_scalar(t->mx, &zero, 0, mx_dtype_of(x)));
     TR_TRY(mx_full(t->mx, &y, out_shape, out_rank, zero));

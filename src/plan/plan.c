@@ -268,7 +268,8 @@ static void choose_path(plan *p, const plan_config *cfg) {
     p->path = PLAN_EAGER;
   } else if (worst == OP_SHAPE_KEYED || worst == OP_VALUE_KEYED || !cfg->shapeless) {
     p->path = PLAN_KEYED;
-    if (worst == OP_SHAPELESS) p->path_reason = "shapeless disabled (ONNXRUNTIME_EP_MLX_NO_SHAPELESS)";
+    if (worst == OP_SHAPELESS)
+      p->path_reason = "shapeless disabled (ONNXRUNTIME_EP_MLX_NO_SHAPELESS)";
   } else {
     p->path = PLAN_SHAPELESS;
   }

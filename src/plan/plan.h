@@ -60,15 +60,16 @@ struct plan;
 
 /* One compiled variant. For keyed variants, values computed only from input shapes and
  * constants (Shape -> Gather -> Concat -> Reshape chains) are a function of the signature: they
- * are evaluated once when the variant is made and enter its trace as constants. */
+ * are evaluated once when the variant is made and enter its trace as constants, as do the key
+ * values (plan.keys) the variant was made for. */
 typedef struct plan_cache_entry {
   struct plan *owner;
-  int64_t *signature; /* dtype, rank and dims of every bound input */
+  int64_t *signature; /* per bound input dtype, rank and dims (or their pattern), then the keys */
   size_t signature_len;
   mx_compiled *fn;
   uint64_t last_use;
-  mx_arena *arena;     /* holds shape_values */
-  mx_array *shape_values; /* per value; NULL unless shape-derived */
+  mx_arena *arena;     /* holds fixed_values */
+  mx_array *fixed_values; /* per value: a shape-derived value or a key; NULL otherwise */
 } plan_cache_entry;
 
 typedef struct plan {
@@ -108,6 +109,10 @@ typedef struct plan {
   uint64_t cache_clock;
   plan_stats stats;
 } plan;
+
+/* Whether a compiled plan has turned eager for the rest of the session: a trace failed where
+ * eager did not, the path trial chose eager, or its shapes kept changing (run.c). */
+bool plan_turned_eager(const plan *p);
 
 /* Builds a plan from the fused subgraph. On failure returns an MX_* code and a message. */
 int plan_build(const ir_graph *snapshot, const char *name, const plan_config *cfg, plan **out,

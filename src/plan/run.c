@@ -187,11 +187,12 @@ static int traced_graph(void *user, mx_ctx *ctx, const mx_array *inputs, size_t 
   int rc = values && known ? MX_OK : MX_ERR_NOMEM;
   if (rc == MX_OK) {
     memcpy(known, p->const_values, sizeof(mx_array) * (size_t)p->g->n_values);
-    for (int v = 0; e->shape_values && v < p->g->n_values; v++)
-      if (e->shape_values[v]) values[v] = known[v] = e->shape_values[v];
+    for (int v = 0; e->fixed_values && v < p->g->n_values; v++)
+      if (e->fixed_values[v]) values[v] = known[v] = e->fixed_values[v];
     p->tracing = p->path == PLAN_SHAPELESS ? TR_TRACE_SHAPELESS : TR_TRACE_KEYED;
-    rc = translate_all(p, ctx, values, known, e->shape_values != NULL, &checks, outputs,
-                       &host_reads, err, sizeof err);
+    /* shape values come with keyed variants only (entry_new) */
+    rc = translate_all(p, ctx, values, known, p->has_shape_nodes && p->path == PLAN_KEYED,
+                       &checks, outputs, &host_reads, err, sizeof err);
     p->tracing = TR_EAGER;
     if (rc != MX_OK) snprintf(ctx->error, sizeof ctx->error, "%s", err);
   }
@@ -252,8 +253,8 @@ static int compute_shape_values(plan *p, mx_ctx *ctx, plan_cache_entry *e, const
   if (!p->has_shape_nodes) return MX_OK;
   side_translation s;
   int rc = side_begin(p, ctx, bound, &s);
-  e->shape_values = calloc((size_t)p->g->n_values + 1, sizeof(mx_array));
-  if (rc == MX_OK && !e->shape_values) rc = MX_ERR_NOMEM;
+  e->fixed_values = calloc((size_t)p->g->n_values + 1, sizeof(mx_array));
+  if (rc == MX_OK && !e->fixed_values) rc = MX_ERR_NOMEM;
   for (int k = 0; rc == MX_OK && k < p->g->n_nodes; k++) {
     int i = p->order[k];
     if (p->folded[i]) continue;
@@ -267,7 +268,7 @@ static int compute_shape_values(plan *p, mx_ctx *ctx, plan_cache_entry *e, const
       if (rc != MX_OK)
         snprintf(s.err, sizeof s.err, "node '%.100s' (%.40s): %.300s", n->name, n->op_type,
                  s.ctx.error);
-      e->shape_values[v] = s.values[v];
+      e->fixed_values[v] = s.values[v];
     }
   }
   if (rc == MX_OK) rc = plan_verify_checks(&s.ctx, &s.checks, s.err, sizeof s.err);
@@ -355,18 +356,18 @@ static void entry_free(plan_cache_entry *e) {
   if (!e) return;
   mx_compiled_free(e->fn);
   mx_arena_free(e->arena);
-  free(e->shape_values);
+  free(e->fixed_values);
   free(e->signature);
   free(e);
 }
 
 /* A variant's key values, as constants in its arena: its trace reads them as known values. */
 static int keep_keys(plan *p, mx_ctx *ctx, plan_cache_entry *e, const key_values *kv) {
-  if (!e->shape_values) e->shape_values = calloc((size_t)p->g->n_values + 1, sizeof(mx_array));
-  if (!e->shape_values) return mx_set_error(ctx, "out of memory"), MX_ERR_NOMEM;
+  if (!e->fixed_values) e->fixed_values = calloc((size_t)p->g->n_values + 1, sizeof(mx_array));
+  if (!e->fixed_values) return mx_set_error(ctx, "out of memory"), MX_ERR_NOMEM;
   mx_ctx ectx = {.arena = e->arena, .device = ctx->device};
   for (int k = 0; k < kv->n; k++) {
-    int rc = mx_scalar(&ectx, &e->shape_values[p->keys[k]], kv->value[k], kv->dtype[k]);
+    int rc = mx_scalar(&ectx, &e->fixed_values[p->keys[k]], kv->value[k], kv->dtype[k]);
     if (rc != MX_OK) return mx_set_error(ctx, "%s", ectx.error), rc;
   }
   return MX_OK;
@@ -520,6 +521,10 @@ static void check_shape_churn(plan *p) {
   p->path_reason = p->path_reason_buf;
 }
 
+bool plan_turned_eager(const plan *p) {
+  return p->compile_broken || p->trial.chose_eager || p->shape_churn;
+}
+
 /* --- entry point --------------------------------------------------------------------------- */
 int plan_run(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array *outputs, char *err,
              size_t len) {
@@ -534,7 +539,7 @@ int plan_run(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array *outputs,
   bool empty_input = false;
   for (int i = 0; rc == MX_OK && i < n_bound; i++) empty_input |= mx_size(bound[i]) == 0;
   bool compiled = (p->path == PLAN_KEYED || p->path == PLAN_SHAPELESS) && !empty_input;
-  compiled = compiled && !p->compile_broken && !p->trial.chose_eager && !p->shape_churn;
+  compiled = compiled && !plan_turned_eager(p);
   if (rc == MX_OK && compiled && trial_wants_eager(p)) {
     uint64_t t0 = plan_now_ns();
     rc = run_eager(p, ctx, bound, outputs, err, len);

@@ -65,7 +65,8 @@ typedef struct tr_ctx {
   unsigned host_reads; /* how many non-constant values were read on the host */
   tr_checks *checks;   /* where tr_check_that records run-time checks */
   const char **path_note; /* where tr_note_path records the node's kernel path */
-  bool fast_kernels;      /* custom kernels allowed (off: ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN) */
+  bool fast_kernels;      /* custom kernels allowed
+                           * (off: ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN) */
   mx_array *derived;      /* this node's TR_DERIVED_SLOTS values prepared at plan build */
   bool preparing;         /* inside a row's prepare hook (plan build, constants arena) */
   tr_trace trace;         /* what the translation builds: an eager graph, or the trace of a
@@ -95,7 +96,8 @@ mx_dtype tr_out_dtype(tr_ctx *t, int i);
 /* Normalises a possibly negative axis against rank; fails with a message when out of range. */
 int tr_axis(tr_ctx *t, int64_t axis, int rank, int *out);
 /* Records that `ok` (a bool array; all elements must be true) must hold after evaluation. */
-int tr_check_that(tr_ctx *t, mx_array ok, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int tr_check_that(tr_ctx *t, mx_array ok, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* Records which path a node with a fast kernel took ("fused kernel", "composed"): shown in the
  * verbose summary. `path` must be a string literal. */
 void tr_note_path(tr_ctx *t, const char *path);
