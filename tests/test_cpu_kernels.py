@@ -23,16 +23,25 @@ HAS_AVX2 = all(f in open("/proc/cpuinfo").read().split() for f in ("avx2", "fma"
 pytestmark = pytest.mark.cpu_device
 
 
-def run_child(tmp_path, name, env):
-    model = make_model([helper.make_node("Erf", ["x"], ["e"], name="erf"),
-                        helper.make_node("Mul", ["e", "x"], ["m"], name="mul"),
-                        helper.make_node("Softmax", ["m"], ["y"], name="softmax", axis=-1)],
-                       [("x", TP.FLOAT, [64, 256])], [("y", TP.FLOAT, None)])
+def erf_softmax_model():
+    return make_model([helper.make_node("Erf", ["x"], ["e"], name="erf"),
+                       helper.make_node("Mul", ["e", "x"], ["m"], name="mul"),
+                       helper.make_node("Softmax", ["m"], ["y"], name="softmax", axis=-1)],
+                      [("x", TP.FLOAT, [64, 256])], [("y", TP.FLOAT, None)])
+
+
+def run_child(tmp_path, name, env, model=None, stale=()):
+    """Runs `model` (Erf, Mul, Softmax by default) on the MLX EP in a child process whose kernel
+    cache starts empty but for `stale` files; returns the output, stderr and the TMPDIR."""
+    model = model or erf_softmax_model()
     path = tmp_path / f"{name}.onnx"
     path.write_bytes(model.SerializeToString())
     out = tmp_path / f"{name}.npy"
     tmp = tmp_path / f"{name}-tmp"
     tmp.mkdir()
+    for rel in stale:
+        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / rel).write_text("built by an earlier header")
     code = textwrap.dedent(f"""
         import sys, numpy as np, onnxruntime as ort
         sys.path.insert(0, {HERE!r})
@@ -71,7 +80,59 @@ def test_avx2_kernels_same_bits_and_kill_switch(tmp_path):
     assert len(headers) == 1 and 'target("avx2,fma,f16c")' in headers[0].read_text()
     assert 'fp-contract=off' in headers[0].read_text()
     if shutil.which("objdump"):
-        def ymm(libs):
-            return sum(subprocess.run(["objdump", "-d", str(p)], capture_output=True,
-                                      text=True).stdout.count("%ymm") for p in libs)
-        assert ymm(kernel_libs(tmp)) > 0 and ymm(kernel_libs(tmp_off)) == 0
+        assert sum(map(ymm, kernel_libs(tmp))) > 0 and sum(map(ymm, kernel_libs(tmp_off))) == 0
+        # every contiguous loop is vectorised, those with a floor or a select included (they
+        # stay scalar unless FP operations are known not to trap and math not to set errno)
+        contiguous = [p for p in kernel_libs(tmp) if p.name.endswith("_contiguous.so")]
+        assert contiguous and all(ymm(p) for p in contiguous), \
+            [p.name for p in contiguous if not ymm(p)]
+
+
+def ymm(lib):
+    """How often a kernel library's code names a 256-bit register."""
+    return subprocess.run(["objdump", "-d", str(lib)], capture_output=True,
+                          text=True).stdout.count("%ymm")
+
+
+def mlx_version():
+    import mlx.core
+    return mlx.core.__version__
+
+
+@pytest.mark.skipif(not HAS_AVX2, reason="the header is written on CPUs with AVX2 only")
+def test_kernels_built_before_the_header_are_rebuilt(tmp_path):
+    cpu = f"mlx/{mlx_version()}/cpu"
+    stale = [f"{cpu}/libOldKernel_contiguous.so", f"{cpu}/OldKernel_contiguous.cpp",
+             f"{cpu}/keep.txt"]
+    _, err, tmp = run_child(tmp_path, "stale", {}, stale=stale)
+    assert "CPU kernels: built for AVX2/FMA/F16C" in err, err[-2000:]
+    assert not (tmp / stale[0]).exists() and not (tmp / stale[1]).exists()
+    assert (tmp / stale[2]).exists()  # only MLX's kernel files are removed
+    assert kernel_libs(tmp)  # and MLX built its own again
+
+
+def test_deep_composition_compiles_to_contiguous_kernels(tmp_path):
+    """GELU as ONNX exporters write it, with Erf composed from about 60 elementwise operations
+    on the CPU device: deeper than MLX fuses (11). MLX's own cut would land on the broadcast of
+    a scalar and send the kernel above it through the strided loop, which g++ leaves scalar;
+    the bridge cuts at values instead (src/mlx/mx.cpp), so every kernel MLX builds is
+    contiguous, and the result still matches ORT's CPU provider."""
+    inits = [helper.make_tensor(n, TP.FLOAT, [], [v])
+             for n, v in (("sqrt2", 1.4142135), ("one", 1.0), ("half", 0.5))]
+    nodes = [helper.make_node("Div", ["x", "sqrt2"], ["d"]),
+             helper.make_node("Erf", ["d"], ["e"]),
+             helper.make_node("Add", ["e", "one"], ["a"]),
+             helper.make_node("Mul", ["x", "a"], ["m"]),
+             helper.make_node("Mul", ["m", "half"], ["y"])]
+    model = make_model(nodes, [("x", TP.FLOAT, [64, 256])], [("y", TP.FLOAT, None)],
+                       initializers=inits)
+    got, err, tmp = run_child(tmp_path, "gelu", {}, model=model)
+    x = np.random.default_rng(0).standard_normal((64, 256)).astype(np.float32) * 3
+    import onnxruntime as ort
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]) \
+        .run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    # long kernel names are shortened to a hash, so the layout is read from the sources
+    sources = {p.name: p.read_text() for p in tmp.rglob("*.cpp")}
+    assert len(sources) >= 4, list(sources)  # the composition was fused, in several kernels
+    assert not [n for n, text in sources.items() if "_strided_" in text], list(sources)

@@ -7,14 +7,18 @@
  * temporary folder, then mlx/<version>/cpu). On a CPU with AVX2, FMA and F16C, this file puts a
  * header there that turns those instructions on for the rest of the kernel and includes MLX's
  * own preamble. Contraction of a*b+c into fma stays off, so results keep the bits of the SSE2
- * build. Kernels already in the cache are left as they are; where MLX embeds its preamble
- * instead of including it, the header is never read. ONNXRUNTIME_EP_MLX_NO_AVX2_KERNELS=1 keeps
- * the header from being written (one written earlier is removed by deleting the folder).
+ * build; FP operations are declared not to trap and math functions not to set errno (neither
+ * changes a value), without which g++ leaves every loop holding a select, a floor or a sqrt
+ * scalar. Kernels the cache holds from before the header was written (or from an older one)
+ * are removed when it is, so MLX builds them again; where MLX embeds its preamble instead of
+ * including it, the header is never read. ONNXRUNTIME_EP_MLX_NO_AVX2_KERNELS=1 keeps the header
+ * from being written (one written earlier is removed by deleting the folder).
  */
 #include "mlx/cpu_kernels.h"
 
 #include "mlx/mx.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +50,28 @@ static bool same_text(const char *path, const char *text) {
   return strcmp(buf, text) == 0;
 }
 
+/* Kernels in the cache were built without the header just written (none, or an older one):
+ * removed, so MLX builds them again with it. A process that has one loaded keeps its copy. */
+static void forget_kernels(const char *header) {
+  char dir[4096];
+  size_t cut = strlen(header) - strlen(PREAMBLE);
+  if (cut >= sizeof dir) return;
+  memcpy(dir, header, cut);
+  dir[cut] = 0;
+  DIR *d = opendir(dir);
+  if (!d) return;
+  for (struct dirent *e; (e = readdir(d));) {
+    size_t n = strlen(e->d_name);
+    bool lib = n > 6 && !strncmp(e->d_name, "lib", 3) && !strcmp(e->d_name + n - 3, ".so");
+    bool src = n > 4 && !strcmp(e->d_name + n - 4, ".cpp");
+    if (!lib && !src) continue;
+    char path[4096 + 256];
+    snprintf(path, sizeof path, "%s%s", dir, e->d_name);
+    unlink(path);
+  }
+  closedir(d);
+}
+
 const char *cpu_kernels_use_avx2(void) {
 #if defined(__x86_64__) && defined(__linux__)
   __builtin_cpu_init();
@@ -65,7 +91,7 @@ const char *cpu_kernels_use_avx2(void) {
   snprintf(text, sizeof text,
            "// Written by onnxruntime-ep-mlx (src/mlx/cpu_kernels.c): MLX's kernels for this CPU.\n"
            "#pragma GCC target(\"avx2,fma,f16c\")\n"
-           "#pragma GCC optimize(\"fp-contract=off\")\n"
+           "#pragma GCC optimize(\"fp-contract=off\", \"no-trapping-math\", \"no-math-errno\")\n"
            "#include \"%s\"\n",
            own);
   if (same_text(shim, text)) return NULL;
@@ -79,6 +105,7 @@ const char *cpu_kernels_use_avx2(void) {
     unlink(tmp);
     return same_text(shim, text) ? NULL : "the header could not be written";
   }
+  forget_kernels(shim);
   return NULL;
 #else
   return "not an x86-64 Linux build";

@@ -30,6 +30,7 @@ namespace mc = mlx::core;
 
 struct mx_array_impl {
   mc::array a;
+  int fused_depth = 0; /* elementwise operations stacked on the nearest non-elementwise values */
   explicit mx_array_impl(mc::array x) : a(std::move(x)) {}
 };
 
@@ -116,6 +117,66 @@ const mc::array &A(mx_array h) {
   if (!h) throw std::invalid_argument("missing array");
   return h->a;
 }
+
+/* Fusion depth. MLX's compile fuses a chain of elementwise operations at most 11 deep
+ * (max_compile_depth in mlx/compile.cpp) and cuts deeper chains. Where a cut falls on the
+ * Broadcast that MLX puts under a scalar operand, that broadcast (strides 0) becomes an input of
+ * the kernel above, and MLX then runs the whole kernel through its strided loop, which g++ does
+ * not vectorise (measured in docs/BENCHMARKS.md). So every elementwise result records how many
+ * elementwise operations stand on the nearest other values, and an operand already
+ * FUSE_BARRIER_AT deep goes through contiguous() first: MLX does not fuse across it, costs
+ * nothing for an array that is contiguous (a fused kernel's output is), and so makes the cut
+ * itself, at a value rather than at a broadcast. */
+constexpr int FUSE_BARRIER_AT = 8;
+
+struct Elementwise {
+  std::vector<mc::array> arrays; /* the operands, behind barriers where deep */
+  std::vector<int> depths;
+
+  /* Missing handles are skipped where `optional` (Clip's bounds), refused otherwise. Cuts are
+   * made on the CPU device only, whose strided loop is the one measured slow. */
+  Elementwise(const mx_ctx *ctx, std::initializer_list<mx_array> handles, bool optional = false) {
+    bool cut_deep = ctx->device == MX_DEVICE_CPU;
+    int deepest = 0;
+    for (mx_array h : handles) {
+      if (!h && optional) continue;
+      A(h);
+      deepest = std::max(deepest, h->fused_depth);
+    }
+    for (mx_array h : handles) {
+      if (!h) continue;
+      /* Cut every fairly deep operand, not only the deepest: a value shared by a long chain
+       * (a polynomial's variable) would otherwise force a cut at every step. The handle keeps
+       * the cut, so later operations reuse it. */
+      if (cut_deep && deepest >= FUSE_BARRIER_AT && h->fused_depth >= FUSE_BARRIER_AT / 2) {
+        h->a = mc::contiguous(h->a, false, device_of(ctx));
+        h->fused_depth = 0;
+      }
+      arrays.push_back(h->a);
+      depths.push_back(h->fused_depth);
+    }
+  }
+  const mc::array &operator[](size_t i) const { return arrays.at(i); }
+
+  /* Depth of a result built from these operands; MLX's own nodes in between (the broadcasts
+   * and casts it inserts) count one each. */
+  int depth_of(const mc::array &x, int hops = 0) const {
+    for (size_t i = 0; i < arrays.size(); i++)
+      if (x.id() == arrays[i].id()) return depths[i];
+    if (!x.has_primitive()) return 0;
+    if (hops == 4) return FUSE_BARRIER_AT; /* not built as expected: barrier next time */
+    int d = 0;
+    for (const auto &in : x.inputs()) d = std::max(d, depth_of(in, hops + 1));
+    return d + 1;
+  }
+
+  int wrap(mx_ctx *ctx, mx_array *out, mc::array result) const {
+    int depth = depth_of(result);
+    keep(ctx, out, std::move(result));
+    (*out)->fused_depth = depth;
+    return MX_OK;
+  }
+};
 
 }  // namespace
 
@@ -310,42 +371,43 @@ int mx_host_data(mx_ctx *ctx, mx_array a, const void **data) {
 /* --- elementwise ------------------------------------------------------------------------- */
 int mx_unary(mx_ctx *ctx, mx_array *out, mx_unary_op op, mx_array a) {
   MX_GUARD(ctx, out, {
-    const mc::array &x = A(a);
     auto s = device_of(ctx);
+    Elementwise ops(ctx, {a});
+    const mc::array &x = ops[0];
     switch (op) {
-      case MX_ABS: return keep(ctx, out, mc::abs(x, s));
-      case MX_NEG: return keep(ctx, out, mc::negative(x, s));
-      case MX_EXP: return keep(ctx, out, mc::exp(x, s));
-      case MX_LOG: return keep(ctx, out, mc::log(x, s));
-      case MX_SQRT: return keep(ctx, out, mc::sqrt(x, s));
-      case MX_RSQRT: return keep(ctx, out, mc::rsqrt(x, s));
-      case MX_RECIPROCAL: return keep(ctx, out, mc::reciprocal(x, s));
-      case MX_SIGMOID: return keep(ctx, out, mc::sigmoid(x, s));
-      case MX_TANH: return keep(ctx, out, mc::tanh(x, s));
-      case MX_ERF: return keep(ctx, out, mc::erf(x, s));
-      case MX_SIN: return keep(ctx, out, mc::sin(x, s));
-      case MX_COS: return keep(ctx, out, mc::cos(x, s));
-      case MX_TAN: return keep(ctx, out, mc::tan(x, s));
-      case MX_ASIN: return keep(ctx, out, mc::arcsin(x, s));
-      case MX_ACOS: return keep(ctx, out, mc::arccos(x, s));
-      case MX_ATAN: return keep(ctx, out, mc::arctan(x, s));
-      case MX_SINH: return keep(ctx, out, mc::sinh(x, s));
-      case MX_COSH: return keep(ctx, out, mc::cosh(x, s));
-      case MX_ASINH: return keep(ctx, out, mc::arcsinh(x, s));
-      case MX_ACOSH: return keep(ctx, out, mc::arccosh(x, s));
-      case MX_ATANH: return keep(ctx, out, mc::arctanh(x, s));
-      case MX_FLOOR: return keep(ctx, out, mc::floor(x, s));
-      case MX_CEIL: return keep(ctx, out, mc::ceil(x, s));
-      case MX_ROUND: return keep(ctx, out, mc::round(x, s));
-      case MX_SIGN: return keep(ctx, out, mc::sign(x, s));
-      case MX_LOGICAL_NOT: return keep(ctx, out, mc::logical_not(x, s));
-      case MX_ISNAN: return keep(ctx, out, mc::isnan(x, s));
-      case MX_ISPOSINF: return keep(ctx, out, mc::isposinf(x, s));
-      case MX_ISNEGINF: return keep(ctx, out, mc::isneginf(x, s));
-      case MX_SQUARE: return keep(ctx, out, mc::square(x, s));
-      case MX_LOG1P: return keep(ctx, out, mc::log1p(x, s));
-      case MX_EXPM1: return keep(ctx, out, mc::expm1(x, s));
-      case MX_BITWISE_INVERT: return keep(ctx, out, mc::bitwise_invert(x, s));
+      case MX_ABS: return ops.wrap(ctx, out, mc::abs(x, s));
+      case MX_NEG: return ops.wrap(ctx, out, mc::negative(x, s));
+      case MX_EXP: return ops.wrap(ctx, out, mc::exp(x, s));
+      case MX_LOG: return ops.wrap(ctx, out, mc::log(x, s));
+      case MX_SQRT: return ops.wrap(ctx, out, mc::sqrt(x, s));
+      case MX_RSQRT: return ops.wrap(ctx, out, mc::rsqrt(x, s));
+      case MX_RECIPROCAL: return ops.wrap(ctx, out, mc::reciprocal(x, s));
+      case MX_SIGMOID: return ops.wrap(ctx, out, mc::sigmoid(x, s));
+      case MX_TANH: return ops.wrap(ctx, out, mc::tanh(x, s));
+      case MX_ERF: return ops.wrap(ctx, out, mc::erf(x, s));
+      case MX_SIN: return ops.wrap(ctx, out, mc::sin(x, s));
+      case MX_COS: return ops.wrap(ctx, out, mc::cos(x, s));
+      case MX_TAN: return ops.wrap(ctx, out, mc::tan(x, s));
+      case MX_ASIN: return ops.wrap(ctx, out, mc::arcsin(x, s));
+      case MX_ACOS: return ops.wrap(ctx, out, mc::arccos(x, s));
+      case MX_ATAN: return ops.wrap(ctx, out, mc::arctan(x, s));
+      case MX_SINH: return ops.wrap(ctx, out, mc::sinh(x, s));
+      case MX_COSH: return ops.wrap(ctx, out, mc::cosh(x, s));
+      case MX_ASINH: return ops.wrap(ctx, out, mc::arcsinh(x, s));
+      case MX_ACOSH: return ops.wrap(ctx, out, mc::arccosh(x, s));
+      case MX_ATANH: return ops.wrap(ctx, out, mc::arctanh(x, s));
+      case MX_FLOOR: return ops.wrap(ctx, out, mc::floor(x, s));
+      case MX_CEIL: return ops.wrap(ctx, out, mc::ceil(x, s));
+      case MX_ROUND: return ops.wrap(ctx, out, mc::round(x, s));
+      case MX_SIGN: return ops.wrap(ctx, out, mc::sign(x, s));
+      case MX_LOGICAL_NOT: return ops.wrap(ctx, out, mc::logical_not(x, s));
+      case MX_ISNAN: return ops.wrap(ctx, out, mc::isnan(x, s));
+      case MX_ISPOSINF: return ops.wrap(ctx, out, mc::isposinf(x, s));
+      case MX_ISNEGINF: return ops.wrap(ctx, out, mc::isneginf(x, s));
+      case MX_SQUARE: return ops.wrap(ctx, out, mc::square(x, s));
+      case MX_LOG1P: return ops.wrap(ctx, out, mc::log1p(x, s));
+      case MX_EXPM1: return ops.wrap(ctx, out, mc::expm1(x, s));
+      case MX_BITWISE_INVERT: return ops.wrap(ctx, out, mc::bitwise_invert(x, s));
       case MX_UNARY_OP_COUNT: break;
     }
     throw std::invalid_argument("unknown unary op");
@@ -354,33 +416,34 @@ int mx_unary(mx_ctx *ctx, mx_array *out, mx_unary_op op, mx_array a) {
 
 int mx_binary(mx_ctx *ctx, mx_array *out, mx_binary_op op, mx_array a, mx_array b) {
   MX_GUARD(ctx, out, {
-    const mc::array &x = A(a), &y = A(b);
     auto s = device_of(ctx);
+    Elementwise ops(ctx, {a, b});
+    const mc::array &x = ops[0], &y = ops[1];
     switch (op) {
-      case MX_ADD: return keep(ctx, out, mc::add(x, y, s));
-      case MX_SUBTRACT: return keep(ctx, out, mc::subtract(x, y, s));
-      case MX_MULTIPLY: return keep(ctx, out, mc::multiply(x, y, s));
-      case MX_DIVIDE: return keep(ctx, out, mc::divide(x, y, s));
-      case MX_POWER: return keep(ctx, out, mc::power(x, y, s));
-      case MX_MAXIMUM: return keep(ctx, out, mc::maximum(x, y, s));
-      case MX_MINIMUM: return keep(ctx, out, mc::minimum(x, y, s));
-      case MX_EQUAL: return keep(ctx, out, mc::equal(x, y, s));
-      case MX_NOT_EQUAL: return keep(ctx, out, mc::not_equal(x, y, s));
-      case MX_LESS: return keep(ctx, out, mc::less(x, y, s));
-      case MX_LESS_EQUAL: return keep(ctx, out, mc::less_equal(x, y, s));
-      case MX_GREATER: return keep(ctx, out, mc::greater(x, y, s));
-      case MX_GREATER_EQUAL: return keep(ctx, out, mc::greater_equal(x, y, s));
-      case MX_LOGICAL_AND: return keep(ctx, out, mc::logical_and(x, y, s));
-      case MX_LOGICAL_OR: return keep(ctx, out, mc::logical_or(x, y, s));
-      case MX_REMAINDER: return keep(ctx, out, mc::remainder(x, y, s));
-      case MX_FLOOR_DIVIDE: return keep(ctx, out, mc::floor_divide(x, y, s));
-      case MX_BITWISE_AND: return keep(ctx, out, mc::bitwise_and(x, y, s));
-      case MX_BITWISE_OR: return keep(ctx, out, mc::bitwise_or(x, y, s));
-      case MX_BITWISE_XOR: return keep(ctx, out, mc::bitwise_xor(x, y, s));
-      case MX_LEFT_SHIFT: return keep(ctx, out, mc::left_shift(x, y, s));
-      case MX_RIGHT_SHIFT: return keep(ctx, out, mc::right_shift(x, y, s));
-      case MX_ATAN2: return keep(ctx, out, mc::arctan2(x, y, s));
-      case MX_LOGADDEXP: return keep(ctx, out, mc::logaddexp(x, y, s));
+      case MX_ADD: return ops.wrap(ctx, out, mc::add(x, y, s));
+      case MX_SUBTRACT: return ops.wrap(ctx, out, mc::subtract(x, y, s));
+      case MX_MULTIPLY: return ops.wrap(ctx, out, mc::multiply(x, y, s));
+      case MX_DIVIDE: return ops.wrap(ctx, out, mc::divide(x, y, s));
+      case MX_POWER: return ops.wrap(ctx, out, mc::power(x, y, s));
+      case MX_MAXIMUM: return ops.wrap(ctx, out, mc::maximum(x, y, s));
+      case MX_MINIMUM: return ops.wrap(ctx, out, mc::minimum(x, y, s));
+      case MX_EQUAL: return ops.wrap(ctx, out, mc::equal(x, y, s));
+      case MX_NOT_EQUAL: return ops.wrap(ctx, out, mc::not_equal(x, y, s));
+      case MX_LESS: return ops.wrap(ctx, out, mc::less(x, y, s));
+      case MX_LESS_EQUAL: return ops.wrap(ctx, out, mc::less_equal(x, y, s));
+      case MX_GREATER: return ops.wrap(ctx, out, mc::greater(x, y, s));
+      case MX_GREATER_EQUAL: return ops.wrap(ctx, out, mc::greater_equal(x, y, s));
+      case MX_LOGICAL_AND: return ops.wrap(ctx, out, mc::logical_and(x, y, s));
+      case MX_LOGICAL_OR: return ops.wrap(ctx, out, mc::logical_or(x, y, s));
+      case MX_REMAINDER: return ops.wrap(ctx, out, mc::remainder(x, y, s));
+      case MX_FLOOR_DIVIDE: return ops.wrap(ctx, out, mc::floor_divide(x, y, s));
+      case MX_BITWISE_AND: return ops.wrap(ctx, out, mc::bitwise_and(x, y, s));
+      case MX_BITWISE_OR: return ops.wrap(ctx, out, mc::bitwise_or(x, y, s));
+      case MX_BITWISE_XOR: return ops.wrap(ctx, out, mc::bitwise_xor(x, y, s));
+      case MX_LEFT_SHIFT: return ops.wrap(ctx, out, mc::left_shift(x, y, s));
+      case MX_RIGHT_SHIFT: return ops.wrap(ctx, out, mc::right_shift(x, y, s));
+      case MX_ATAN2: return ops.wrap(ctx, out, mc::arctan2(x, y, s));
+      case MX_LOGADDEXP: return ops.wrap(ctx, out, mc::logaddexp(x, y, s));
       case MX_BINARY_OP_COUNT: break;
     }
     throw std::invalid_argument("unknown binary op");
@@ -388,11 +451,19 @@ int mx_binary(mx_ctx *ctx, mx_array *out, mx_binary_op op, mx_array a, mx_array 
 }
 
 int mx_where(mx_ctx *ctx, mx_array *out, mx_array cond, mx_array x, mx_array y) {
-  MX_RESULT(mc::where(A(cond), A(x), A(y), device_of(ctx)));
+  MX_GUARD(ctx, out, {
+    auto s = device_of(ctx);
+    Elementwise ops(ctx, {cond, x, y});
+    return ops.wrap(ctx, out, mc::where(ops[0], ops[1], ops[2], s));
+  });
 }
 
 int mx_astype(mx_ctx *ctx, mx_array *out, mx_array a, mx_dtype dtype) {
-  MX_RESULT(mc::astype(A(a), to_mlx(dtype), device_of(ctx)));
+  MX_GUARD(ctx, out, {
+    auto s = device_of(ctx);
+    Elementwise ops(ctx, {a});
+    return ops.wrap(ctx, out, mc::astype(ops[0], to_mlx(dtype), s));
+  });
 }
 
 int mx_view(mx_ctx *ctx, mx_array *out, mx_array a, mx_dtype dtype) {
@@ -401,10 +472,12 @@ int mx_view(mx_ctx *ctx, mx_array *out, mx_array a, mx_dtype dtype) {
 
 int mx_clip(mx_ctx *ctx, mx_array *out, mx_array a, mx_array lo, mx_array hi) {
   MX_GUARD(ctx, out, {
+    auto s = device_of(ctx);
+    Elementwise ops(ctx, {a, lo, hi}, true);
     std::optional<mc::array> l, h;
-    if (lo) l = A(lo);
-    if (hi) h = A(hi);
-    return keep(ctx, out, mc::clip(A(a), l, h, device_of(ctx)));
+    if (lo) l = ops[1];
+    if (hi) h = ops[lo ? 2 : 1];
+    return ops.wrap(ctx, out, mc::clip(ops[0], l, h, s));
   });
 }
 
@@ -418,7 +491,11 @@ int mx_transpose(mx_ctx *ctx, mx_array *out, mx_array a, const int *perm, int nd
 }
 
 int mx_broadcast_to(mx_ctx *ctx, mx_array *out, mx_array a, const int *shape, int ndim) {
-  MX_RESULT(mc::broadcast_to(A(a), to_shape(shape, ndim), device_of(ctx)));
+  MX_GUARD(ctx, out, {
+    auto s = device_of(ctx);
+    Elementwise ops(ctx, {a});
+    return ops.wrap(ctx, out, mc::broadcast_to(ops[0], to_shape(shape, ndim), s));
+  });
 }
 
 int mx_concatenate(mx_ctx *ctx, mx_array *out, const mx_array *arrays, size_t count, int axis) {
