@@ -39,9 +39,10 @@ def run_child(tmp_path, name, env, model=None, stale=()):
     out = tmp_path / f"{name}.npy"
     tmp = tmp_path / f"{name}-tmp"
     tmp.mkdir()
-    for rel in stale:
+    for item in stale:  # a path (filled with a line) or (path, text)
+        rel, text = item if isinstance(item, tuple) else (item, "built by an earlier header")
         (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp / rel).write_text("built by an earlier header")
+        (tmp / rel).write_text(text)
     code = textwrap.dedent(f"""
         import sys, numpy as np, onnxruntime as ort
         sys.path.insert(0, {HERE!r})
@@ -109,6 +110,15 @@ def test_kernels_built_before_the_header_are_rebuilt(tmp_path):
     assert not (tmp / stale[0]).exists() and not (tmp / stale[1]).exists()
     assert (tmp / stale[2]).exists()  # only MLX's kernel files are removed
     assert kernel_libs(tmp)  # and MLX built its own again
+    # the same flags written by another install (another include path): kernels are kept
+    header = next(tmp.rglob("compiled_preamble.h")).read_text()
+    flags = header[:header.index("#include")]
+    other = [(f"{cpu}/mlx/backend/cpu/compiled_preamble.h",
+              flags + '#include "/elsewhere/mlx/backend/cpu/compiled_preamble.h"\n'),
+             (stale[0], "built under the same flags")]
+    _, err, tmp2 = run_child(tmp_path, "same-flags", {}, stale=other)
+    assert (tmp2 / stale[0]).exists()
+    assert next(tmp2.rglob("compiled_preamble.h")).read_text() == header  # this install's
 
 
 def test_deep_composition_compiles_to_contiguous_kernels(tmp_path):

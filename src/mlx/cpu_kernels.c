@@ -9,8 +9,9 @@
  * own preamble. Contraction of a*b+c into fma stays off, so results keep the bits of the SSE2
  * build; FP operations are declared not to trap and math functions not to set errno (neither
  * changes a value), without which g++ leaves every loop holding a select, a floor or a sqrt
- * scalar. Kernels the cache holds from before the header was written (or from an older one)
- * are removed when it is, so MLX builds them again; where MLX embeds its preamble instead of
+ * scalar. Kernels the cache holds from before the header was written (or from one with other
+ * flags) are removed when it is, so MLX builds them again (a header with these flags written by
+ * another install, which differs in its include path only, leaves them); where MLX embeds its preamble instead of
  * including it, the header is never read. ONNXRUNTIME_EP_MLX_NO_AVX2_KERNELS=1 keeps the header
  * from being written (one written earlier is removed by deleting the folder).
  */
@@ -40,14 +41,15 @@ static bool make_parents(char *path) {
   return true;
 }
 
-static bool same_text(const char *path, const char *text) {
+/* Whether the file at path holds text (whole) or starts with it (prefix). */
+static bool holds_text(const char *path, const char *text, bool prefix) {
   FILE *f = fopen(path, "r");
   if (!f) return false;
-  char buf[1024];
+  char buf[8192];
   size_t n = fread(buf, 1, sizeof buf - 1, f);
   fclose(f);
   buf[n] = 0;
-  return strcmp(buf, text) == 0;
+  return prefix ? strncmp(buf, text, strlen(text)) == 0 : strcmp(buf, text) == 0;
 }
 
 /* Kernels in the cache were built without the header just written (none, or an older one):
@@ -88,13 +90,15 @@ const char *cpu_kernels_use_avx2(void) {
   if (access(own, R_OK) != 0) return "MLX's headers are not installed";
   snprintf(shim, sizeof shim, "%s/mlx/%s/cpu/" PREAMBLE, tmpdir && *tmpdir ? tmpdir : "/tmp",
            mx_version());
-  snprintf(text, sizeof text,
-           "// Written by onnxruntime-ep-mlx (src/mlx/cpu_kernels.c): MLX's kernels for this CPU.\n"
-           "#pragma GCC target(\"avx2,fma,f16c\")\n"
-           "#pragma GCC optimize(\"fp-contract=off\", \"no-trapping-math\", \"no-math-errno\")\n"
-           "#include \"%s\"\n",
-           own);
-  if (same_text(shim, text)) return NULL;
+  /* The flags: kernels built under other flags are rebuilt; under these same flags from another
+   * install of the same MLX (another environment, its own include path), they are kept. */
+  static const char flags[] =
+      "// Written by onnxruntime-ep-mlx (src/mlx/cpu_kernels.c): MLX's kernels for this CPU.\n"
+      "#pragma GCC target(\"avx2,fma,f16c\")\n"
+      "#pragma GCC optimize(\"fp-contract=off\", \"no-trapping-math\", \"no-math-errno\")\n";
+  snprintf(text, sizeof text, "%s#include \"%s\"\n", flags, own);
+  if (holds_text(shim, text, false)) return NULL;
+  bool stale = !holds_text(shim, flags, true);
   snprintf(tmp, sizeof tmp, "%s.%ld", shim, (long)getpid());
   if (!make_parents(shim)) return "the kernel cache folder cannot be made";
   FILE *f = fopen(tmp, "w");
@@ -103,9 +107,9 @@ const char *cpu_kernels_use_avx2(void) {
   ok = fclose(f) == 0 && ok;
   if (!ok || rename(tmp, shim) != 0) { /* another process may have won the race: fine */
     unlink(tmp);
-    return same_text(shim, text) ? NULL : "the header could not be written";
+    return holds_text(shim, text, false) ? NULL : "the header could not be written";
   }
-  forget_kernels(shim);
+  if (stale) forget_kernels(shim);
   return NULL;
 #else
   return "not an x86-64 Linux build";
