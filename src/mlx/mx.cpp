@@ -140,22 +140,25 @@ struct Elementwise {
     int deepest = 0;
     for (mx_array h : handles) {
       if (!h && optional) continue;
-      A(h);
-      deepest = std::max(deepest, h->fused_depth);
+      deepest = std::max(deepest, depth(h));
     }
     for (mx_array h : handles) {
       if (!h) continue;
       /* Cut every fairly deep operand, not only the deepest: a value shared by a long chain
        * (a polynomial's variable) would otherwise force a cut at every step. The handle keeps
        * the cut, so later operations reuse it. */
-      if (cut_deep && deepest >= FUSE_BARRIER_AT && h->fused_depth >= FUSE_BARRIER_AT / 2) {
+      if (cut_deep && deepest >= FUSE_BARRIER_AT && depth(h) >= FUSE_BARRIER_AT / 2) {
         h->a = mc::contiguous(h->a, false, device_of(ctx));
         h->fused_depth = 0;
       }
       arrays.push_back(h->a);
-      depths.push_back(h->fused_depth);
+      depths.push_back(depth(h));
     }
   }
+
+  /* An evaluated array (a plan's constant, which concurrent runs share and which is never cut
+   * here) stands on nothing. */
+  static int depth(mx_array h) { return A(h).has_primitive() ? h->fused_depth : 0; }
   const mc::array &operator[](size_t i) const { return arrays.at(i); }
 
   /* Depth of a result built from these operands; MLX's own nodes in between (the broadcasts
