@@ -2,10 +2,13 @@
 
 This package locates the built plugin library, registers it with ONNX Runtime (once per
 process), and builds SessionOptions that place the MLX execution provider ahead of ORT's CPU
-provider. The CLI (`python -m onnxruntime_ep_mlx`) lives in __main__.py.
+provider. Importing it loads the plugin library at once, so that a later `import mlx` finds MLX
+already bound to the BLAS the plugin was built with (the plugin warns when MLX came first). The
+CLI (`python -m onnxruntime_ep_mlx`) lives in __main__.py.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 from pathlib import Path
 
@@ -28,6 +31,15 @@ def library_path() -> str:
             return str(c)
     raise FileNotFoundError(
         f"{_LIB_NAME} not found (looked in {', '.join(map(str, candidates))}); run `make build`")
+
+
+def _load_early() -> None:
+    """Loads the plugin (and through it libmlx, bound to the plugin's BLAS) before anyone imports
+    mlx; ORT's own load of the same path later finds it loaded. Quiet when it is not built yet."""
+    try:
+        ctypes.CDLL(library_path())
+    except OSError:
+        pass
 
 
 def register_execution_provider_library() -> None:
@@ -66,6 +78,8 @@ def session_options(provider_options: dict | None = None,
     so.add_provider_for_devices(devices[:1], opts)
     return so
 
+
+_load_early()
 
 __all__ = ["EP_NAME", "library_path", "register_execution_provider_library", "ep_devices",
            "session_options"]

@@ -3,6 +3,7 @@
  * compile live in their own files), owns the session's plans (compute infos only point at them)
  * and prints the per-group summary when ORT releases the EP with verbose on.
  */
+#include "mlx/blas_binding.h"
 #include "mlx/cpu_kernels.h"
 #include "ep/ep_types.h"
 #include "plan/plan.h"
@@ -18,6 +19,25 @@ static const char *ORT_API_CALL get_name(const OrtEp *ep) {
 
 static const char *avx2_kernels_note;
 static void use_avx2_kernels(void) { avx2_kernels_note = cpu_kernels_use_avx2(); }
+
+/* Checked once per process: libmlx's symbols are bound once, when it loads. */
+static char blas_note[1024];
+static bool blas_as_built;
+static void check_blas(void) { blas_as_built = blas_binding_check(blas_note, sizeof blas_note); }
+
+/* The CPU device's matrix products: a warning through ORT's logger (shown at ORT's default
+ * severity) when they went to another BLAS than the build's, the library in the verbose log. */
+static void report_blas(const mlx_ep *ep) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, check_blas);
+  if (ep->options.verbose) fprintf(stderr, "[%s] BLAS: %s\n", EP_NAME, blas_note);
+  if (blas_as_built || !ep->logger) return;
+  char msg[1200];
+  snprintf(msg, sizeof msg, "%s: %s", EP_NAME, blas_note);
+  OrtStatus *st = ep->ort->Logger_LogMessage(ep->logger, ORT_LOGGING_LEVEL_WARNING, msg,
+                                             ORT_TSTR(__FILE__), __LINE__, __func__);
+  if (st) ep->ort->ReleaseStatus(st);
+}
 
 OrtStatus *ep_create(ep_factory *factory, const OrtSessionOptions *so, const OrtLogger *logger,
                      OrtEp **out) {
@@ -40,6 +60,7 @@ OrtStatus *ep_create(ep_factory *factory, const OrtSessionOptions *so, const Ort
               avx2_kernels_note ? "as MLX builds them: " : "built for AVX2/FMA/F16C",
               avx2_kernels_note ? avx2_kernels_note : "");
   }
+  if (ep->options.device == MX_DEVICE_CPU) report_blas(ep);
   OrtEp *b = &ep->base;
   b->ort_version_supported = EP_ORT_API_VERSION;
   b->GetName = get_name;

@@ -1,0 +1,75 @@
+"""Which BLAS serves MLX's matrix products (src/mlx/blas_binding.c). The plugin is built to make
+libmlx's cblas_sgemm bind to OpenBLAS, which holds only when the plugin loads libmlx. Each case
+runs a MatMul in a child process with a given import order and reads what the EP reports: the
+library in the verbose log, and a warning through ORT's logger when MLX was loaded first and kept
+the wheel's reference BLAS. Importing onnxruntime_ep_mlx first loads the plugin, so a later
+`import mlx.core` is harmless."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper
+
+from mlx_harness import make_model
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WARNING = "MLX was loaded before this plugin"
+
+pytestmark = pytest.mark.cpu_device
+
+
+def run_child(tmp_path, first_imports):
+    model = make_model([helper.make_node("MatMul", ["a", "b"], ["y"], name="mm")],
+                       [("a", TP.FLOAT, [32, 48]), ("b", TP.FLOAT, [48, 16])],
+                       [("y", TP.FLOAT, None)])
+    path = tmp_path / "mm.onnx"
+    path.write_bytes(model.SerializeToString())
+    out = tmp_path / "y.npy"
+    code = textwrap.dedent(f"""
+        {first_imports}
+        import sys, numpy as np, onnxruntime as ort
+        sys.path.insert(0, {HERE!r})
+        import onnxruntime_ep_mlx as mlx
+        so = mlx.session_options({{"device": "cpu"}})
+        so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+        s = ort.InferenceSession({str(path)!r}, so)
+        rng = np.random.default_rng(0)
+        a, b = rng.standard_normal((32, 48), np.float32), rng.standard_normal((48, 16), np.float32)
+        np.save({str(out)!r}, s.run(None, {{"a": a, "b": b}})[0] - a @ b)
+        print("openblas mapped:", "libopenblas" in open("/proc/self/maps").read())
+    """)
+    env = dict(os.environ, ONNXRUNTIME_EP_MLX_VERBOSE="1")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert np.abs(np.load(out)).max() < 1e-4  # ran, and right, whichever BLAS served it
+    if "openblas mapped: True" not in r.stdout:
+        pytest.skip("plugin built without OpenBLAS (make OPENBLAS=)")
+    blas = [line for line in r.stderr.splitlines() if "] BLAS: " in line]
+    assert len(blas) == 1, r.stderr[-3000:]
+    return blas[0], r.stderr
+
+
+def test_plugin_first_binds_openblas(tmp_path):
+    line, err = run_child(tmp_path, "")
+    assert "libopenblas" in line.split(" use ")[1].split(",")[0]
+    assert WARNING not in err
+
+
+def test_mlx_first_keeps_reference_blas_and_warns(tmp_path):
+    line, err = run_child(tmp_path, "import mlx.core")
+    serving = line.split(" use ")[1].split(",")[0]
+    assert "openblas" not in serving, line
+    assert WARNING in line
+    # the warning also reaches ORT's log at its default severity, not only the verbose log
+    assert any(WARNING in l and "[W:onnxruntime" in l for l in err.splitlines()), err[-3000:]
+
+
+def test_package_import_before_mlx_keeps_openblas(tmp_path):
+    line, err = run_child(tmp_path, "import sys; sys.path.insert(0, %r); "
+                                    "import onnxruntime_ep_mlx; import mlx.core" % HERE)
+    assert "libopenblas" in line.split(" use ")[1].split(",")[0]
+    assert WARNING not in err
