@@ -218,12 +218,14 @@ def test_declines_transpose_same_shorter_than_spec(tmp_path):
 
 
 # Forms that MLX's CPU backend would run through per-element loops or an im2col copy are recast
-# on the CPU device (src/ops/conv_cpu.c): depthwise convolutions as per-tap multiply-adds, 1x1
-# convolutions as one matrix product, ConvTranspose with kernel == stride as one matrix product.
-# Every form against ORT's CPU provider, and the node's noted path proves which one ran.
-DEPTHWISE = "depthwise taps (CPU)"
+# on the CPU device (src/ops/conv_cpu.c): depthwise convolutions as a host loop over channels
+# (src/ops/depthwise_loop.c, bias added inside), 1x1 convolutions as one matrix product (bias
+# accumulated by BLAS),
+# ConvTranspose with kernel == stride as one matrix product. Every form against ORT's CPU
+# provider, and the node's noted path proves which one ran.
+DEPTHWISE = "depthwise loop"
 SPLIT = "group by group"
-POINTWISE = "pointwise matmul (CPU)"
+POINTWISE = "pointwise matmul"
 UNFOLD = "non-overlapping transpose matmul (CPU)"
 CPU_FORM_CASES = [
     ("Conv", DEPTHWISE, "dw-1d", (2, 5, 13), (5, 1, 3), dict(group=5, pads=[1, 2])),
@@ -235,6 +237,12 @@ CPU_FORM_CASES = [
      dict(group=6, auto_pad="SAME_UPPER", strides=[2, 1])),
     ("Conv", DEPTHWISE, "dw-2d-7x7", (1, 3, 16, 16), (3, 1, 7, 7), dict(group=3, pads=[3, 3, 3, 3])),
     ("Conv", DEPTHWISE, "dw-3d", (1, 4, 5, 6, 7), (4, 1, 2, 3, 3), dict(group=4, strides=[1, 2, 1])),
+    # channels past one 8-wide step and a remainder; batch 2; a 1x1 depthwise kernel
+    ("Conv", DEPTHWISE, "dw-2d-c21", (2, 21, 9, 10), (21, 1, 3, 3),
+     dict(group=21, pads=[1, 1, 1, 1])),
+    ("Conv", DEPTHWISE, "dw-3d-c16-pads", (1, 16, 4, 5, 6), (16, 1, 3, 2, 3),
+     dict(group=16, pads=[1, 0, 2, 1, 1, 0], dilations=[1, 2, 1])),
+    ("Conv", DEPTHWISE, "dw-1x1", (1, 9, 4, 4), (9, 1, 1, 1), dict(group=9)),
     ("Conv", SPLIT, "group2-2d", (2, 6, 7, 8), (4, 3, 3, 3), dict(group=2, pads=[1, 1, 1, 1])),
     ("Conv", SPLIT, "group3-2d-stride-dil", (1, 6, 11, 9), (9, 2, 3, 2),
      dict(group=3, strides=[2, 1], dilations=[1, 2])),
@@ -282,6 +290,8 @@ def test_cpu_recast_forms(op, path, name, xs, ws, attrs, bias, weights, capfd):
     gc.collect()
     assert got[0].shape == ref[0].shape
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-4, atol=1e-5)
+    if path in (DEPTHWISE, POINTWISE):  # both take a float32 bias in (loop; addmm)
+        path += " with bias (CPU)" if bias else " (CPU)"
     assert f"node 'n' ({op}): {path}" in capfd.readouterr().err
 
 
@@ -317,3 +327,35 @@ def test_prepared_weights_match_per_run_weights(op, path, name, xs, ws, attrs):
         b = prepared.run(None, {"x": f["x"]})[0]
         np.testing.assert_array_equal(b, a, err_msg=f"run {run}")
         np.testing.assert_allclose(b, ref[0], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.cpu_device
+@pytest.mark.parametrize("kernel,path", [((3, 3), "depthwise loop with bias (CPU)"),
+                                         ((1, 1), "pointwise matmul with bias (CPU)")],
+                         ids=["depthwise", "pointwise"])
+def test_cpu_forms_follow_changing_shapes(kernel, path, capfd):
+    """The depthwise host loop and the pointwise addmm fix their geometry when the graph is
+    traced, so a session fed other sizes must trace again (Conv compiles keyed on shapes), not
+    replay the first geometry: sizes alternate, each checked against ORT's CPU provider."""
+    c = 12
+    group = c if kernel == (3, 3) else 1
+    ws = (c, c // group) + kernel
+    consts = {"w": harness.rand(ws, low=-1, high=1, seed=3), "b": harness.rand((c,), seed=4)}
+    pads = [1, 1, 1, 1] if kernel == (3, 3) else [0, 0, 0, 0]
+    conv = helper.make_node("Conv", ["x", "w", "b"], ["h"], name="n", group=group, pads=pads)
+    relu = helper.make_node("Relu", ["h"], ["y"], name="relu")  # two nodes: a compiled group
+    model = harness.make_model([conv, relu], [("x", TensorProto.FLOAT, (None, c, None, None))],
+                               [("y", TensorProto.FLOAT, None)],
+                               initializers=[("w", consts["w"]), ("b", consts["b"])])
+    ref = harness.cpu_session(model)
+    capfd.readouterr()
+    s = harness.mlx_session(model, allow_cpu=False, provider_options={"verbose": "1"})
+    for i, shape in enumerate([(1, c, 7, 9), (2, c, 5, 4), (1, c, 7, 9), (1, c, 16, 3)]):
+        x = {"x": harness.rand(shape, low=-1, high=1, seed=10 + i)}
+        np.testing.assert_allclose(s.run(None, x)[0], ref.run(None, x)[0], rtol=1e-4, atol=1e-5)
+    del s
+    import gc
+    gc.collect()
+    err = capfd.readouterr().err
+    assert f"node 'n' (Conv): {path}" in err
+    assert "path keyed" in err and "traces 3" in err, err[-2000:]

@@ -12,6 +12,8 @@
 #include <mlx/mlx.h>
 #include <mlx/primitives.h>
 #include <mlx/version.h>
+#include <mlx/allocator.h>
+#include <mlx/backend/cpu/encoder.h>
 
 #include <algorithm>
 #include <cstdarg>
@@ -179,6 +181,42 @@ struct Elementwise {
     (*out)->fused_depth = depth;
     return MX_OK;
   }
+};
+
+/* A host kernel (mx_host_kernel) as an MLX primitive: on evaluation it allocates the output and
+ * queues the C function on the CPU stream, holding the inputs until it has run. The output shape
+ * is the one given at construction, so output_shapes (asked only by shapeless compile) refuses. */
+class HostKernel : public mc::UnaryPrimitive {
+ public:
+  HostKernel(mc::Stream s, std::string name, mx_host_fn fn, std::vector<char> params)
+      : mc::UnaryPrimitive(s), name_(std::move(name)), fn_(fn), params_(std::move(params)) {}
+
+  void eval_cpu(const std::vector<mc::array> &inputs, mc::array &out) override {
+    out.set_data(mc::allocator::malloc(out.nbytes()));
+    auto &encoder = mc::cpu::get_command_encoder(stream());
+    encoder.dispatch([ins = inputs, out, fn = fn_, params = params_]() {
+      std::vector<mx_host_tensor> views;
+      views.reserve(ins.size());
+      for (const auto &a : ins)
+        views.push_back({a.data<void>(), from_mlx(a.dtype()), static_cast<int>(a.ndim()),
+                         a.shape().data()});
+      mx_host_tensor o = {out.data<void>(), from_mlx(out.dtype()), static_cast<int>(out.ndim()),
+                          out.shape().data()};
+      fn(views.data(), static_cast<int>(views.size()), &o, params.data());
+    });
+  }
+  void eval_gpu(const std::vector<mc::array> &, mc::array &) override {
+    throw std::runtime_error("host kernel " + name_ + " runs on the CPU device only");
+  }
+  std::vector<mc::Shape> output_shapes(const std::vector<mc::array> &) override {
+    throw std::invalid_argument("host kernel " + name_ + " has a fixed output shape");
+  }
+  const char *name() const override { return name_.c_str(); }
+
+ private:
+  std::string name_;
+  mx_host_fn fn_;
+  std::vector<char> params_;
 };
 
 }  // namespace
@@ -641,6 +679,10 @@ int mx_matmul(mx_ctx *ctx, mx_array *out, mx_array a, mx_array b) {
   MX_RESULT(mc::matmul(A(a), A(b), device_of(ctx)));
 }
 
+int mx_addmm(mx_ctx *ctx, mx_array *out, mx_array c, mx_array a, mx_array b) {
+  MX_RESULT(mc::addmm(A(c), A(a), A(b), 1.0f, 1.0f, device_of(ctx)));
+}
+
 int mx_softmax(mx_ctx *ctx, mx_array *out, mx_array a, const int *axes, int naxes) {
   MX_RESULT(mc::softmax(A(a), to_vec(axes, naxes), true, device_of(ctx)));
 }
@@ -817,6 +859,21 @@ int mx_sdpa(mx_ctx *ctx, mx_array *out, mx_array q, mx_array k, mx_array v, floa
 }
 
 /* --- compiled functions ------------------------------------------------------------------ */
+int mx_host_kernel(mx_ctx *ctx, mx_array *out, const char *name, mx_host_fn fn,
+                   const void *params, size_t params_size, const mx_array *inputs, int n_inputs,
+                   const int *shape, int ndim, mx_dtype dtype) {
+  MX_GUARD(ctx, out, {
+    if (ctx->device != MX_DEVICE_CPU)
+      throw std::invalid_argument(std::string("host kernel ") + name + " needs the CPU device");
+    auto s = mc::default_stream(device_of(ctx));
+    std::vector<mc::array> ins;
+    for (int i = 0; i < n_inputs; i++) ins.push_back(mc::contiguous(A(inputs[i]), false, s));
+    const char *p = static_cast<const char *>(params);
+    auto prim = std::make_shared<HostKernel>(s, name, fn, std::vector<char>(p, p + params_size));
+    return keep(ctx, out, mc::array(to_shape(shape, ndim), to_mlx(dtype), prim, std::move(ins)));
+  });
+}
+
 }  // extern "C"
 
 struct mx_compiled {

@@ -145,6 +145,9 @@ int mx_number_of_elements(mx_ctx *ctx, mx_array *out, mx_array a, const int *axe
 
 /* --- linear algebra and neural-network kernels -------------------------------------------- */
 int mx_matmul(mx_ctx *ctx, mx_array *out, mx_array a, mx_array b);
+/* c + a @ b by MLX's addmm: c is broadcast to the product's shape when the graph is built, so a
+ * shapeless compiled function must not use it (it would replay that shape for other sizes). */
+int mx_addmm(mx_ctx *ctx, mx_array *out, mx_array c, mx_array a, mx_array b);
 int mx_softmax(mx_ctx *ctx, mx_array *out, mx_array a, const int *axes, int naxes);
 int mx_layer_norm(mx_ctx *ctx, mx_array *out, mx_array x, mx_array weight, mx_array bias,
                   float eps); /* last axis; weight/bias may be NULL */
@@ -258,6 +261,25 @@ int mx_kernel_call(mx_ctx *ctx, mx_kernel *kernel, const mx_array *inputs, size_
                    const mx_kernel_output *outs, size_t n_out, const int grid[3],
                    const int threadgroup[3], const mx_template_arg *targs, size_t n_targs,
                    mx_array *results);
+
+/* --- host kernels (CPU device) ------------------------------------------------------------ */
+/* A C function as one operation of an MLX graph on the CPU device, for loops MLX's CPU backend
+ * runs slowly. The bridge makes every input row-contiguous, allocates the output (shape, dtype)
+ * and calls fn on MLX's CPU stream once the inputs are computed, as MLX's own operations do; it
+ * can take part in a compiled function keyed on shapes (not a shapeless one: the output shape is
+ * fixed when the operation is built). fn must not fail: check what could fail when building.
+ * params (params_size bytes) are copied and handed to fn. Fails unless ctx->device is the CPU. */
+typedef struct mx_host_tensor {
+  const void *data; /* for the output: where to write (cast away const) */
+  mx_dtype dtype;
+  int ndim;
+  const int *shape;
+} mx_host_tensor;
+typedef void (*mx_host_fn)(const mx_host_tensor *inputs, int n_inputs, const mx_host_tensor *out,
+                           const void *params);
+int mx_host_kernel(mx_ctx *ctx, mx_array *out, const char *name, mx_host_fn fn,
+                   const void *params, size_t params_size, const mx_array *inputs, int n_inputs,
+                   const int *shape, int ndim, mx_dtype dtype);
 
 #ifdef __cplusplus
 }

@@ -46,15 +46,11 @@ static int to_channels_first(tr_ctx *t, mx_array a, mx_array *out) {
 
 /* mx_conv of channels-last x with w [O, k..., I/groups]. MLX has no grouped 3-D convolution, so
  * there each group is convolved alone and the results are concatenated along channels; on the CPU
- * device grouped 1-D and 2-D convolutions are split the same way (conv_cpu_split_groups). form:
- * the prepared weight operand of a CPU form (conv_cpu_prepare), or NULL. */
-static int conv_channels_last(tr_ctx *t, mx_array x, mx_array w, mx_array form, int nd,
+ * device grouped 1-D and 2-D convolutions are split the same way (conv_cpu_split_groups). The
+ * CPU forms that take a prepared weight operand are chosen by the callers. */
+static int conv_channels_last(tr_ctx *t, mx_array x, mx_array w, int nd,
                               const int *stride, const int *lo, const int *hi, const int *kdil,
                               const int *idil, int groups, bool flip, mx_array *y) {
-  if (conv_cpu_depthwise_applies(t, x, w, nd, groups, lo, hi, idil, flip))
-    return conv_cpu_depthwise(t, x, w, form, nd, stride, lo, hi, kdil, y);
-  if (conv_cpu_pointwise_applies(t, x, w, nd, groups, lo, hi, idil, flip))
-    return conv_cpu_pointwise(t, x, w, form, nd, stride, y);
   if (groups == 1 || (nd < 3 && !conv_cpu_split_groups(t, groups)))
     return mx_conv(t->mx, y, x, w, stride, lo, hi, kdil, idil, nd, groups, flip);
   int cin = mx_dim(x, -1) / groups, cout = mx_dim(w, 0) / groups;
@@ -74,10 +70,9 @@ static int conv_channels_last(tr_ctx *t, mx_array x, mx_array w, mx_array form, 
   return rc;
 }
 
-/* Adds the optional bias [M] to the channels-last result, moves channels back and casts. */
-static int finish(tr_ctx *t, mx_array y) {
-  mx_array b = tr_in(t, 2);
-  if (b) TR_TRY(mx_binary(t->mx, &y, MX_ADD, y, b));
+/* Adds bias [M] (NULL: none) to the channels-last result, moves channels back and casts. */
+static int finish(tr_ctx *t, mx_array y, mx_array bias) {
+  if (bias) TR_TRY(mx_binary(t->mx, &y, MX_ADD, y, bias));
   TR_TRY(to_channels_first(t, y, &y));
   return tr_out_cast(t, 0, y);
 }
@@ -174,10 +169,10 @@ static bool claim_conv(const ir_graph *g, const ir_node *n, const op_row *r, op_
   return true;
 }
 
-/* Conv's correlation of channels-first x by w under node n's window attributes, channels-last
- * and without bias; exported (ops/conv.h) for ConvInteger and QLinearConv. */
+/* Conv's correlation of channels-first x by w under node n's window attributes, channels-last,
+ * plus bias [M] when given; exported (ops/conv.h) for ConvInteger and QLinearConv. */
 int conv_forward_channels_last(tr_ctx *t, const ir_node *n, mx_array x, mx_array w,
-                               mx_array *y) {
+                               mx_array bias, mx_array *y) {
   win_attrs wa;
   int groups;
   TR_TRY(conv_attrs(t, n, x, w, &wa, &groups));
@@ -199,7 +194,12 @@ int conv_forward_channels_last(tr_ctx *t, const ir_node *n, mx_array x, mx_array
   mx_array prepared = own ? tr_derived(t, 0) : NULL, form = own ? tr_derived(t, 1) : NULL;
   if (prepared) w = prepared;
   else TR_TRY(to_channels_last(t, w, &w)); /* no prepared weight: no form either */
-  return conv_channels_last(t, x, w, form, nd, stride, lo, hi, kdil, idil, groups, false, y);
+  if (conv_cpu_depthwise_applies(t, x, w, nd, groups, lo, hi, idil, false))
+    return conv_cpu_depthwise(t, x, w, form, bias, nd, stride, lo, hi, kdil, y);
+  if (conv_cpu_pointwise_applies(t, x, w, nd, groups, lo, hi, idil, false))
+    return conv_cpu_pointwise(t, x, w, form, bias, nd, stride, y);
+  TR_TRY(conv_channels_last(t, x, w, nd, stride, lo, hi, kdil, idil, groups, false, y));
+  return bias ? mx_binary(t->mx, y, MX_ADD, *y, bias) : MX_OK;
 }
 
 /* Keeps a prepared weight w (contiguous) in slot 0 and its CPU form's operand in slot 1. */
@@ -223,8 +223,8 @@ static int prepare_conv(tr_ctx *t, const ir_node *n, const op_row *r) {
 static int translate_conv(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)r;
   mx_array y;
-  TR_TRY(conv_forward_channels_last(t, n, tr_in(t, 0), tr_in(t, 1), &y));
-  return finish(t, y);
+  TR_TRY(conv_forward_channels_last(t, n, tr_in(t, 0), tr_in(t, 1), tr_in(t, 2), &y));
+  return finish(t, y, NULL);
 }
 
 /* --- ConvTranspose ----------------------------------------------------------------------- */
@@ -343,13 +343,13 @@ static int translate_conv_transpose(tr_ctx *t, const ir_node *n, const op_row *r
   TR_TRY(to_channels_last(t, x, &x));
   if (conv_cpu_transpose_applies(t, x, w, nd, groups, wa.stride, wa.dilation)) {
     TR_TRY(conv_cpu_transpose(t, x, w, form, nd, heads, out, &y));
-    return finish(t, y);
+    return finish(t, y, tr_in(t, 2));
   }
-  TR_TRY(conv_channels_last(t, x, w, form, nd, ones, lo, hi, kdil, idil, groups, true, &y));
+  TR_TRY(conv_channels_last(t, x, w, nd, ones, lo, hi, kdil, idil, groups, true, &y));
   for (int i = 0; i < nd; i++)
     if (crop[i] || mx_dim(y, i + 1) != out[i])
       TR_TRY(tr_slice_axis(t, y, i + 1, crop[i], crop[i] + out[i], &y));
-  return finish(t, y);
+  return finish(t, y, tr_in(t, 2));
 }
 
 #define CONV_NOTE "1-3 spatial dims; constant weights put in MLX's layout once at plan build"

@@ -12,25 +12,36 @@
 
 /* Convolves channels-first x [N, C, d...] by w [M, C/group, k...] with node n's kernel_shape,
  * strides, dilations, pads, auto_pad and group (checked against the live shapes), and writes the
- * channels-last result [N, o..., M] (no bias, no cast) through y. */
+ * channels-last result [N, o..., M] plus bias [M] (NULL: none), not cast, through y. */
 int conv_forward_channels_last(tr_ctx *t, const ir_node *n, mx_array x, mx_array w,
-                               mx_array *y);
+                               mx_array bias, mx_array *y);
 
 /* conv_cpu.c: true when a channels-last depthwise convolution (x [N, s..., C], w [C, k..., 1])
- * is better run as per-tap multiply-adds on the CPU device than by MLX's CPU loops. */
+ * is better run by depthwise_loop.c's host loop on the CPU device than by MLX's CPU loops. bias:
+ * [C] or NULL, added by the loop when it is float32 [C], after it otherwise. */
 bool conv_cpu_depthwise_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
                                 const int *lo, const int *hi, const int *idil, bool flip);
-int conv_cpu_depthwise(tr_ctx *t, mx_array x, mx_array w, mx_array rows, int nd,
+int conv_cpu_depthwise(tr_ctx *t, mx_array x, mx_array w, mx_array rows, mx_array bias, int nd,
                        const int *stride, const int *lo, const int *hi, const int *kdil,
                        mx_array *y);
+
+/* depthwise_loop.c: the depthwise loop's geometry, 1-D and 2-D as 3-D with leading extents 1. */
+typedef struct depthwise_geometry {
+  int n, c;
+  int in[3], out[3], k[3], stride[3], lo[3], dil[3];
+} depthwise_geometry;
+/* x [N, s..., C] and rows [taps, C] float32, bias float32 [C] or NULL; y [N, out..., C]. */
+int depthwise_loop_build(tr_ctx *t, mx_array x, mx_array rows, mx_array bias,
+                         const depthwise_geometry *g, mx_array *y);
 /* conv_cpu.c: whether a grouped convolution is better run group by group (MLX's CPU backend
  * takes its BLAS path only for one group; up to CONV_CPU_MAX_SPLIT groups). */
 enum { CONV_CPU_MAX_SPLIT = 64 };
 bool conv_cpu_split_groups(const tr_ctx *t, int groups);
-/* conv_cpu.c: a 1x..x1 convolution (groups 1, no padding) as one matrix product. */
+/* conv_cpu.c: a 1x..x1 convolution (groups 1, no padding) as one matrix product, plus bias [O]
+ * (NULL: none). Only where the graph compiles keyed on shapes (addmm). */
 bool conv_cpu_pointwise_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
                                 const int *lo, const int *hi, const int *idil, bool flip);
-int conv_cpu_pointwise(tr_ctx *t, mx_array x, mx_array w, mx_array wm, int nd,
+int conv_cpu_pointwise(tr_ctx *t, mx_array x, mx_array w, mx_array wm, mx_array bias, int nd,
                        const int *stride, mx_array *y);
 /* conv_cpu.c: ConvTranspose whose kernel equals its stride (groups 1, no dilation) as one matrix
  * product; head/out: where each output axis starts in the full output, and its length. */

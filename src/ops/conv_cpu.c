@@ -1,10 +1,10 @@
 /*
  * Convolution forms that MLX's CPU backend runs through per-element loops or an im2col copy,
  * recast on the CPU device into MLX operations that are vectorised or served by BLAS there (MLX's
- * CPU convolution takes its im2col + BLAS path only for ungrouped, undilated correlations):
- * a depthwise convolution becomes one multiply-add of a strided slice of the padded input per
- * kernel tap (which compile fuses into one loop); other grouped convolutions run group by group
- * (conv.c concatenates them); a 1x1 convolution is one matrix product; and a ConvTranspose whose
+ * CPU convolution takes its im2col + BLAS path only for ungrouped, undilated correlations): a
+ * depthwise convolution runs as depthwise_loop.c's host loop over contiguous channels; other
+ * grouped convolutions run group by group (conv.c concatenates them); a 1x1 convolution is one
+ * matrix product, its bias added by BLAS (addmm); and a ConvTranspose whose
  * kernel equals its stride is one matrix product whose columns interleave back into space. Each
  * notes its path for the verbose summary. Measured in docs/BENCHMARKS.md (PP-OCR's depthwise and
  * pointwise layers, PP-OCRv4 det's upsamplers); the GPU keeps MLX's own convolution. Each form's
@@ -16,8 +16,6 @@
 #include "plan/translate.h"
 
 #include <stdlib.h>
-
-enum { DEPTHWISE_MAX_TAPS = 49 }; /* beyond 7x7 the per-tap graph grows more than it saves */
 
 /* Output extent of one spatial axis, or 0 when the window does not fit. */
 static int out_extent(int in, int lo, int hi, int k, int dil, int stride) {
@@ -31,12 +29,9 @@ bool conv_cpu_depthwise_applies(const tr_ctx *t, mx_array x, mx_array w, int nd,
   if (mx_dtype_of(x) != MX_FLOAT32 || mx_dim(w, -1) != 1 || mx_dim(w, 0) != groups ||
       mx_dim(x, -1) != groups)
     return false;
-  int taps = 1;
-  for (int i = 0; i < nd; i++) {
+  for (int i = 0; i < nd; i++)
     if (idil[i] != 1 || lo[i] < 0 || hi[i] < 0) return false;
-    taps *= mx_dim(w, i + 1);
-  }
-  return taps <= DEPTHWISE_MAX_TAPS;
+  return true;
 }
 
 /* The depthwise weight w [C, k..., 1] as [taps, C] rows, row `tap` the tap's per-channel
@@ -49,47 +44,32 @@ static int depthwise_rows(tr_ctx *t, mx_array w, mx_array *rows) {
   return mx_transpose(t->mx, rows, *rows, perm, 2);
 }
 
-/* y = sum over taps of x_padded[strided window at tap] * w[:, tap]; x [N, s..., C] and
- * w [C, k..., 1], both channels-last; rows: w's prepared [taps, C] rows, or NULL. */
-int conv_cpu_depthwise(tr_ctx *t, mx_array x, mx_array w, mx_array rows, int nd,
+/* y = sum over taps of x[window at tap] * w[:, tap] (+ bias), by depthwise_loop.c's host loop;
+ * x [N, s..., C] and w [C, k..., 1], both channels-last; rows: w's prepared [taps, C] rows, or
+ * NULL. A bias that is not float32 [C] is added after the loop. */
+int conv_cpu_depthwise(tr_ctx *t, mx_array x, mx_array w, mx_array rows, mx_array bias, int nd,
                        const int *stride, const int *lo, const int *hi, const int *kdil,
                        mx_array *y) {
-  int rank = nd + 2, c = mx_dim(x, -1);
-  int plo[MX_MAX_RANK] = {0}, phi[MX_MAX_RANK] = {0}, k[MX_MAX_RANK], out[MX_MAX_RANK];
+  depthwise_geometry g = {.n = mx_dim(x, 0), .c = mx_dim(x, -1)};
   int taps = 1;
-  for (int i = 0; i < nd; i++) {
-    plo[i + 1] = lo[i], phi[i + 1] = hi[i];
-    k[i] = mx_dim(w, i + 1);
-    out[i] = out_extent(mx_dim(x, i + 1), lo[i], hi[i], k[i], kdil[i], stride[i]);
-    if (out[i] == 0) return tr_fail(t, "the kernel does not fit in the padded input");
-    taps *= k[i];
+  for (int i = 0; i < 3; i++) {
+    int j = i - (3 - nd); /* the input's spatial axis, or < 0 for a leading extent 1 */
+    g.in[i] = j < 0 ? 1 : mx_dim(x, j + 1);
+    g.k[i] = j < 0 ? 1 : mx_dim(w, j + 1);
+    g.stride[i] = j < 0 ? 1 : stride[j];
+    g.lo[i] = j < 0 ? 0 : lo[j];
+    g.dil[i] = j < 0 ? 1 : kdil[j];
+    g.out[i] = j < 0 ? 1 : out_extent(g.in[i], lo[j], hi[j], g.k[i], g.dil[i], g.stride[i]);
+    if (g.out[i] == 0) return tr_fail(t, "the kernel does not fit in the padded input");
+    taps *= g.k[i];
   }
-  mx_array zero, padded;
-  TR_TRY(tr_scalar(t, &zero, 0.0, mx_dtype_of(x)));
-  TR_TRY(mx_pad(t->mx, &padded, x, plo, phi, rank, zero));
-  if (!rows || mx_ndim(rows) != 2 || mx_dim(rows, 0) != taps || mx_dim(rows, 1) != c)
+  if (!rows || mx_ndim(rows) != 2 || mx_dim(rows, 0) != taps || mx_dim(rows, 1) != g.c)
     TR_TRY(depthwise_rows(t, w, &rows));
-  mx_array acc = NULL;
-  for (int tap = 0; tap < taps; tap++) {
-    int start[MX_MAX_RANK] = {0}, stop[MX_MAX_RANK], steps[MX_MAX_RANK];
-    stop[0] = mx_dim(x, 0), steps[0] = 1;
-    stop[rank - 1] = c, steps[rank - 1] = 1;
-    for (int i = nd - 1, rest = tap; i >= 0; i--) {
-      int ki = rest % k[i];
-      rest /= k[i];
-      start[i + 1] = ki * kdil[i];
-      stop[i + 1] = start[i + 1] + stride[i] * (out[i] - 1) + 1;
-      steps[i + 1] = stride[i];
-    }
-    mx_array window, wtap, term;
-    TR_TRY(mx_slice(t->mx, &window, padded, start, stop, steps, rank));
-    TR_TRY(tr_slice_axis(t, rows, 0, tap, tap + 1, &wtap)); /* [1, C]: broadcasts over C */
-    TR_TRY(mx_binary(t->mx, &term, MX_MULTIPLY, window, wtap));
-    if (acc) TR_TRY(mx_binary(t->mx, &acc, MX_ADD, acc, term));
-    else acc = term;
-  }
-  tr_note_path(t, "depthwise taps (CPU)");
-  *y = acc;
+  bool fuse_bias = bias && mx_dtype_of(bias) == MX_FLOAT32 && mx_ndim(bias) == 1 &&
+                   mx_dim(bias, 0) == g.c;
+  TR_TRY(depthwise_loop_build(t, x, rows, fuse_bias ? bias : NULL, &g, y));
+  if (bias && !fuse_bias) TR_TRY(mx_binary(t->mx, y, MX_ADD, *y, bias));
+  tr_note_path(t, fuse_bias ? "depthwise loop with bias (CPU)" : "depthwise loop (CPU)");
   return MX_OK;
 }
 
@@ -125,8 +105,12 @@ bool conv_cpu_pointwise_applies(const tr_ctx *t, mx_array x, mx_array w, int nd,
 }
 
 /* A 1x..x1 convolution is a matrix product over channels: [P, C] x [O, C]^T, after taking every
- * stride-th position. MLX's CPU convolution would first copy the input into an im2col buffer. */
-int conv_cpu_pointwise(tr_ctx *t, mx_array x, mx_array w, mx_array wm, int nd,
+ * stride-th position. MLX's CPU convolution would first copy the input into an im2col buffer. A
+ * float32 bias [O] goes into the product (addmm: BLAS accumulates onto the broadcast bias), not
+ * through a broadcast add afterwards, which MLX runs in its strided (scalar) loop; another bias
+ * is added after. addmm fixes its broadcast at trace time, which is sound here: Conv groups
+ * compile keyed on shapes, never shapeless. */
+int conv_cpu_pointwise(tr_ctx *t, mx_array x, mx_array w, mx_array wm, mx_array bias, int nd,
                        const int *stride, mx_array *y) {
   int rank = nd + 2, c = mx_dim(x, -1), o = mx_dim(w, 0);
   int start[MX_MAX_RANK] = {0}, stop[MX_MAX_RANK], steps[MX_MAX_RANK], shape[MX_MAX_RANK];
@@ -142,10 +126,14 @@ int conv_cpu_pointwise(tr_ctx *t, mx_array x, mx_array w, mx_array wm, int nd,
   mx_array x2, w2;
   TR_TRY(mx_reshape(t->mx, &x2, x, rows, 2));
   TR_TRY(matmul_weight_of(t, w, wm, &w2));
-  TR_TRY(mx_matmul(t->mx, &x2, x2, w2));
+  bool fuse_bias = bias && mx_dtype_of(bias) == MX_FLOAT32 && mx_dtype_of(x2) == MX_FLOAT32 &&
+                   mx_ndim(bias) == 1 && mx_dim(bias, 0) == o;
+  if (fuse_bias) TR_TRY(mx_addmm(t->mx, &x2, bias, x2, w2));
+  else TR_TRY(mx_matmul(t->mx, &x2, x2, w2));
   shape[rank - 1] = o;
-  tr_note_path(t, "pointwise matmul (CPU)");
-  return mx_reshape(t->mx, y, x2, shape, rank);
+  tr_note_path(t, fuse_bias ? "pointwise matmul with bias (CPU)" : "pointwise matmul (CPU)");
+  TR_TRY(mx_reshape(t->mx, y, x2, shape, rank));
+  return bias && !fuse_bias ? mx_binary(t->mx, y, MX_ADD, *y, bias) : MX_OK;
 }
 
 bool conv_cpu_transpose_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
@@ -207,12 +195,10 @@ int conv_cpu_transpose(tr_ctx *t, mx_array x, mx_array w, mx_array wm, int nd,
  * the translator still checks the live shapes before taking a form. */
 int conv_cpu_prepare(tr_ctx *t, const ir_node *n, mx_array w, bool transposed, mx_array *form) {
   *form = NULL;
-  int nd = mx_ndim(w) - 2, taps = 1;
+  int nd = mx_ndim(w) - 2;
   int64_t groups = ir_attr_int(n, "group", 1);
   if (t->mx->device != MX_DEVICE_CPU || mx_dtype_of(w) != MX_FLOAT32 || nd < 1) return MX_OK;
-  for (int i = 0; i < nd; i++) taps *= mx_dim(w, i + 1);
-  if (!transposed && groups > 1 && mx_dim(w, 0) == groups && mx_dim(w, -1) == 1 &&
-      taps <= DEPTHWISE_MAX_TAPS) {
+  if (!transposed && groups > 1 && mx_dim(w, 0) == groups && mx_dim(w, -1) == 1) {
     TR_TRY(depthwise_rows(t, w, form));
     return mx_contiguous(t->mx, form, *form);
   }

@@ -583,7 +583,7 @@ static bool claim_conv_geometry(const ir_graph *g, const ir_node *n, int ix, int
 }
 
 static int conv_f(tr_ctx *t, const ir_node *n, mx_array x, mx_array w, mx_array *out) {
-  return conv_forward_channels_last(t, n, x, w, out);
+  return conv_forward_channels_last(t, n, x, w, NULL, out);
 }
 
 /* The exact int32 convolution of (X - x_zero_point) by (W - w_zero_point), channels-last; the

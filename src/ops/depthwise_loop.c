@@ -1,0 +1,124 @@
+/*
+ * The depthwise convolution loop that runs on MLX's CPU stream as a host kernel (mx_host_kernel):
+ * channels-last x [N, d, h, w, C] (1-D and 2-D inputs take d = h = 1) times per-tap channel rows
+ * [taps, C], plus an optional bias [C]. For each output position it sums the taps that fall
+ * inside the input over the channels, 8-channel blocks held in registers; taps that fall in the
+ * zero padding are skipped, so the padded input is never built.
+ * Built per graph instead of the per-tap multiply-adds MLX would fuse: those read strided slices
+ * and a broadcast weight, which sends MLX's fused kernel through its strided loop (scalar code);
+ * here the inner loop runs over contiguous channels and is vectorised. Each product is rounded
+ * before it is added (no fused multiply-add), taps in row-major order, as the per-tap graph did.
+ */
+#include "ops/conv.h"
+
+#include <string.h>
+
+typedef float f32x8 __attribute__((vector_size(32)));
+
+/* Eight floats from anywhere (no alignment assumed); a macro, since passing 32-byte vectors
+ * through functions changes the ABI between the two builds below. */
+#define LOAD8(v, p) memcpy(&(v), (p), sizeof(f32x8))
+
+enum { TAPS_PER_PASS = 64 }; /* taps whose offsets one pass over the channels holds */
+
+/* y[c] = start[c] + sum over the n taps of x[x_at[t] + c] * w[w_at[t] + c], four then one
+ * 8-channel block at a time in registers (one store per block, not one per tap), then the rest
+ * one by one. Each product is rounded before it is added, taps in the order given. */
+/* Always inlined: called from each build below, it must be compiled for that build's ISA. start
+ * may be y itself (a later pass), so y is not restrict. */
+static inline __attribute__((always_inline)) void taps_sum(float *y, const float *start,
+                                                           const float *x, const float *w,
+                                                           const long *x_at, const long *w_at,
+                                                           int n, int c) {
+  int i = 0;
+  for (; i + 32 <= c; i += 32) {
+    f32x8 a0, a1, a2, a3, p, q;
+    LOAD8(a0, start + i), LOAD8(a1, start + i + 8), LOAD8(a2, start + i + 16);
+    LOAD8(a3, start + i + 24);
+    for (int t = 0; t < n; t++) {
+      const float *xp = x + x_at[t] + i, *wp = w + w_at[t] + i;
+      LOAD8(p, xp), LOAD8(q, wp), a0 += p * q;
+      LOAD8(p, xp + 8), LOAD8(q, wp + 8), a1 += p * q;
+      LOAD8(p, xp + 16), LOAD8(q, wp + 16), a2 += p * q;
+      LOAD8(p, xp + 24), LOAD8(q, wp + 24), a3 += p * q;
+    }
+    memcpy(y + i, &a0, sizeof a0), memcpy(y + i + 8, &a1, sizeof a1);
+    memcpy(y + i + 16, &a2, sizeof a2), memcpy(y + i + 24, &a3, sizeof a3);
+  }
+  for (; i + 8 <= c; i += 8) {
+    f32x8 a, p, q;
+    LOAD8(a, start + i);
+    for (int t = 0; t < n; t++) LOAD8(p, x + x_at[t] + i), LOAD8(q, w + w_at[t] + i), a += p * q;
+    memcpy(y + i, &a, sizeof a);
+  }
+  for (; i < c; i++) {
+    float a = start[i];
+    for (int t = 0; t < n; t++) a += x[x_at[t] + i] * w[w_at[t] + i];
+    y[i] = a;
+  }
+}
+
+/* Built twice on x86-64 GCC, for AVX2 and for the baseline, picked by the loader for this CPU;
+ * FMA stays off in both, so both give the same bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define HOST_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define HOST_CLONES
+#endif
+
+/* For each output position: the offsets of the taps that land inside the input (the others
+ * read zero padding and add nothing), then their sum over the channels, TAPS_PER_PASS taps per
+ * pass (a later pass starts from the earlier passes' sum). */
+HOST_CLONES
+static void depthwise_loop(const mx_host_tensor *in, int n_in, const mx_host_tensor *out,
+                           const void *params) {
+  const depthwise_geometry *g = params;
+  const float *x = in[0].data, *rows = in[1].data, *bias = n_in > 2 ? in[2].data : NULL;
+  float *y = (float *)out->data;
+  const int c = g->c;
+  const long in_plane = (long)g->in[1] * g->in[2], out_plane = (long)g->out[1] * g->out[2];
+  long x_at[TAPS_PER_PASS], w_at[TAPS_PER_PASS];
+  float zeros[64] = {0};
+  for (int b = 0; b < g->n; b++)
+    for (int od = 0; od < g->out[0]; od++)
+      for (int oh = 0; oh < g->out[1]; oh++)
+        for (int ow = 0; ow < g->out[2]; ow++) {
+          float *acc = y + (((long)b * g->out[0] + od) * out_plane + (long)oh * g->out[2] + ow) * c;
+          const float *start = bias;
+          if (!start) {
+            if (c <= 64) start = zeros;
+            else memset(acc, 0, sizeof(float) * (size_t)c), start = acc;
+          }
+          int n = 0;
+          long tap = 0;
+          for (int kd = 0; kd < g->k[0]; kd++) {
+            int id = od * g->stride[0] - g->lo[0] + kd * g->dil[0];
+            bool d_in = id >= 0 && id < g->in[0];
+            for (int kh = 0; kh < g->k[1]; kh++) {
+              int ih = oh * g->stride[1] - g->lo[1] + kh * g->dil[1];
+              bool h_in = d_in && ih >= 0 && ih < g->in[1];
+              for (int kw = 0; kw < g->k[2]; kw++, tap++) {
+                int iw = ow * g->stride[2] - g->lo[2] + kw * g->dil[2];
+                if (!h_in || iw < 0 || iw >= g->in[2]) continue;
+                x_at[n] = (((long)b * g->in[0] + id) * in_plane + (long)ih * g->in[2] + iw) * c;
+                w_at[n] = tap * c;
+                if (++n == TAPS_PER_PASS) {
+                  taps_sum(acc, start, x, rows, x_at, w_at, n, c);
+                  start = acc, n = 0;
+                }
+              }
+            }
+          }
+          if (n || start != acc) taps_sum(acc, start, x, rows, x_at, w_at, n, c);
+        }
+}
+
+int depthwise_loop_build(tr_ctx *t, mx_array x, mx_array rows, mx_array bias,
+                         const depthwise_geometry *g, mx_array *y) {
+  mx_array ins[3] = {x, rows, bias};
+  int shape[MX_MAX_RANK], nd = mx_ndim(x) - 2;
+  shape[0] = g->n, shape[nd + 1] = g->c;
+  for (int i = 0; i < nd; i++) shape[1 + i] = g->out[3 - nd + i];
+  return mx_host_kernel(t->mx, y, "depthwise convolution", depthwise_loop, g, sizeof *g, ins,
+                        bias ? 3 : 2, shape, nd + 2, MX_FLOAT32);
+}
