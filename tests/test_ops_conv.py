@@ -220,12 +220,13 @@ def test_declines_transpose_same_shorter_than_spec(tmp_path):
 # Forms that MLX's CPU backend would run through per-element loops or an im2col copy are recast
 # on the CPU device (src/ops/conv_cpu.c): depthwise convolutions as a host loop over channels
 # (src/ops/depthwise_loop.c, bias added inside), 1x1 convolutions as one matrix product (bias
-# accumulated by BLAS),
+# accumulated by BLAS), other stride-1 ungrouped convolutions as one product per tap,
 # ConvTranspose with kernel == stride as one matrix product. Every form against ORT's CPU
 # provider, and the node's noted path proves which one ran.
 DEPTHWISE = "depthwise loop"
 SPLIT = "group by group"
 POINTWISE = "pointwise matmul"
+TAPS = "taps gemm"
 UNFOLD = "non-overlapping transpose matmul (CPU)"
 CPU_FORM_CASES = [
     ("Conv", DEPTHWISE, "dw-1d", (2, 5, 13), (5, 1, 3), dict(group=5, pads=[1, 2])),
@@ -243,6 +244,13 @@ CPU_FORM_CASES = [
     ("Conv", DEPTHWISE, "dw-3d-c16-pads", (1, 16, 4, 5, 6), (16, 1, 3, 2, 3),
      dict(group=16, pads=[1, 0, 2, 1, 1, 0], dilations=[1, 2, 1])),
     ("Conv", DEPTHWISE, "dw-1x1", (1, 9, 4, 4), (9, 1, 1, 1), dict(group=9)),
+    ("Conv", TAPS, "taps-2d", (2, 6, 7, 8), (5, 6, 3, 3), dict(pads=[1, 1, 1, 1])),
+    ("Conv", TAPS, "taps-2d-dil-asym", (1, 4, 9, 10), (3, 4, 2, 3),
+     dict(dilations=[2, 1], pads=[0, 2, 1, 0])),
+    ("Conv", TAPS, "taps-2d-same-nopad", (1, 3, 6, 5), (4, 3, 3, 2), dict(auto_pad="SAME_LOWER")),
+    ("Conv", TAPS, "taps-1d", (3, 5, 11), (2, 5, 4), dict(pads=[2, 1])),
+    ("Conv", TAPS, "taps-3d", (1, 2, 4, 5, 6), (3, 2, 2, 3, 2), dict(pads=[1, 0, 1, 0, 1, 1])),
+    ("Conv", TAPS, "taps-exact-fit", (1, 2, 3, 3), (2, 2, 3, 3), dict()),
     ("Conv", SPLIT, "group2-2d", (2, 6, 7, 8), (4, 3, 3, 3), dict(group=2, pads=[1, 1, 1, 1])),
     ("Conv", SPLIT, "group3-2d-stride-dil", (1, 6, 11, 9), (9, 2, 3, 2),
      dict(group=3, strides=[2, 1], dilations=[1, 2])),
@@ -290,7 +298,7 @@ def test_cpu_recast_forms(op, path, name, xs, ws, attrs, bias, weights, capfd):
     gc.collect()
     assert got[0].shape == ref[0].shape
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-4, atol=1e-5)
-    if path in (DEPTHWISE, POINTWISE):  # both take a float32 bias in (loop; addmm)
+    if path in (DEPTHWISE, POINTWISE, TAPS):  # these take a float32 bias in (loop; addmm)
         path += " with bias (CPU)" if bias else " (CPU)"
     assert f"node 'n' ({op}): {path}" in capfd.readouterr().err
 
@@ -330,15 +338,17 @@ def test_prepared_weights_match_per_run_weights(op, path, name, xs, ws, attrs):
 
 
 @pytest.mark.cpu_device
-@pytest.mark.parametrize("kernel,path", [((3, 3), "depthwise loop with bias (CPU)"),
-                                         ((1, 1), "pointwise matmul with bias (CPU)")],
-                         ids=["depthwise", "pointwise"])
-def test_cpu_forms_follow_changing_shapes(kernel, path, capfd):
-    """The depthwise host loop and the pointwise addmm fix their geometry when the graph is
-    traced, so a session fed other sizes must trace again (Conv compiles keyed on shapes), not
+@pytest.mark.parametrize("kernel,depthwise,path",
+                         [((3, 3), True, "depthwise loop with bias (CPU)"),
+                          ((1, 1), False, "pointwise matmul with bias (CPU)"),
+                          ((3, 3), False, "taps gemm with bias (CPU)")],
+                         ids=["depthwise", "pointwise", "taps"])
+def test_cpu_forms_follow_changing_shapes(kernel, depthwise, path, capfd):
+    """The depthwise host loop, the pointwise addmm and the per-tap products fix their geometry
+    when the graph is traced, so a session fed other sizes must trace again (Conv compiles keyed on shapes), not
     replay the first geometry: sizes alternate, each checked against ORT's CPU provider."""
     c = 12
-    group = c if kernel == (3, 3) else 1
+    group = c if depthwise else 1
     ws = (c, c // group) + kernel
     consts = {"w": harness.rand(ws, low=-1, high=1, seed=3), "b": harness.rand((c,), seed=4)}
     pads = [1, 1, 1, 1] if kernel == (3, 3) else [0, 0, 0, 0]

@@ -43,6 +43,14 @@ bool conv_cpu_pointwise_applies(const tr_ctx *t, mx_array x, mx_array w, int nd,
                                 const int *lo, const int *hi, const int *idil, bool flip);
 int conv_cpu_pointwise(tr_ctx *t, mx_array x, mx_array w, mx_array wm, mx_array bias, int nd,
                        const int *stride, mx_array *y);
+/* conv_cpu.c: an ungrouped stride-1 convolution with more than one tap as one matrix product per
+ * tap over shifted row blocks of the padded input, plus bias [O] (NULL: none). mats: the weight's
+ * prepared [taps, C, O] matrices, or NULL. Only where the graph compiles keyed on shapes. */
+bool conv_cpu_taps_gemm_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
+                                const int *stride, const int *lo, const int *hi, const int *idil,
+                                bool flip);
+int conv_cpu_taps_gemm(tr_ctx *t, mx_array x, mx_array w, mx_array mats, mx_array bias, int nd,
+                       const int *lo, const int *hi, const int *kdil, mx_array *y);
 /* conv_cpu.c: ConvTranspose whose kernel equals its stride (groups 1, no dilation) as one matrix
  * product; head/out: where each output axis starts in the full output, and its length. */
 bool conv_cpu_transpose_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,

@@ -4,7 +4,8 @@
  * CPU convolution takes its im2col + BLAS path only for ungrouped, undilated correlations): a
  * depthwise convolution runs as depthwise_loop.c's host loop over contiguous channels; other
  * grouped convolutions run group by group (conv.c concatenates them); a 1x1 convolution is one
- * matrix product, its bias added by BLAS (addmm); and a ConvTranspose whose
+ * matrix product, its bias added by BLAS (addmm); another stride-1 convolution is one product
+ * per kernel tap over shifted blocks of the flattened input; and a ConvTranspose whose
  * kernel equals its stride is one matrix product whose columns interleave back into space. Each
  * notes its path for the verbose summary. Measured in docs/BENCHMARKS.md (PP-OCR's depthwise and
  * pointwise layers, PP-OCRv4 det's upsamplers); the GPU keeps MLX's own convolution. Each form's
@@ -15,6 +16,7 @@
 #include "ops/conv.h"
 #include "plan/translate.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 
 /* Output extent of one spatial axis, or 0 when the window does not fit. */
@@ -136,6 +138,93 @@ int conv_cpu_pointwise(tr_ctx *t, mx_array x, mx_array w, mx_array wm, mx_array 
   return bias && !fuse_bias ? mx_binary(t->mx, y, MX_ADD, *y, bias) : MX_OK;
 }
 
+bool conv_cpu_taps_gemm_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
+                                const int *stride, const int *lo, const int *hi, const int *idil,
+                                bool flip) {
+  if (t->mx->device != MX_DEVICE_CPU || flip || groups != 1 || mx_dtype_of(x) != MX_FLOAT32)
+    return false;
+  int taps = 1;
+  for (int i = 0; i < nd; i++) {
+    if (stride[i] != 1 || idil[i] != 1 || lo[i] < 0 || hi[i] < 0) return false;
+    taps *= mx_dim(w, i + 1);
+  }
+  return taps > 1;
+}
+
+/* w [O, k..., C] as [taps, C, O]: tap t's [C, O] matrix is a plain block of it. */
+static int tap_matrices(tr_ctx *t, mx_array w, mx_array *mats) {
+  int o = mx_dim(w, 0), c = mx_dim(w, -1), taps = 1, perm[3] = {1, 2, 0};
+  for (int i = 1; i < mx_ndim(w) - 1; i++) taps *= mx_dim(w, i);
+  int shape[3] = {o, taps, c};
+  TR_TRY(mx_reshape(t->mx, mats, w, shape, 3));
+  TR_TRY(mx_transpose(t->mx, mats, *mats, perm, 3));
+  return mx_contiguous(t->mx, mats, *mats);
+}
+
+/* A stride-1 convolution as one matrix product per kernel tap, summed. In the padded input
+ * flattened to rows [N * S, C] (S: the padded spatial size), every output position's tap reads
+ * the row at the position's own row plus a fixed offset, so tap t's operand is the contiguous
+ * block of rows starting at its offset: no im2col copy (MLX's CPU convolution copies one of
+ * taps * C columns per position, element by element). The sum runs over all rows, including
+ * positions whose window would leave the padded input (their rows are cut off at the end).
+ * BLAS accumulates each tap onto the previous sum (addmm), the first onto the bias when it is
+ * float32 [O]; a broadcast fixed at trace time, sound because Conv compiles keyed on shapes. */
+int conv_cpu_taps_gemm(tr_ctx *t, mx_array x, mx_array w, mx_array mats, mx_array bias, int nd,
+                       const int *lo, const int *hi, const int *kdil, mx_array *y) {
+  int rank = nd + 2, n = mx_dim(x, 0), c = mx_dim(x, -1), o = mx_dim(w, 0), taps = 1;
+  int plo[MX_MAX_RANK] = {0}, phi[MX_MAX_RANK] = {0}, padded[MX_MAX_RANK], out[MX_MAX_RANK];
+  long step[MX_MAX_RANK], rows = n; /* step: rows between neighbours along spatial axis i */
+  for (int i = 0; i < nd; i++) {
+    plo[i + 1] = lo[i], phi[i + 1] = hi[i];
+    padded[i] = mx_dim(x, i + 1) + lo[i] + hi[i];
+    out[i] = out_extent(mx_dim(x, i + 1), lo[i], hi[i], mx_dim(w, i + 1), kdil[i], 1);
+    if (out[i] == 0) return tr_fail(t, "the kernel does not fit in the padded input");
+    rows *= padded[i];
+    taps *= mx_dim(w, i + 1);
+  }
+  if (rows > INT32_MAX) return tr_fail(t, "the padded input has more than 2^31 positions");
+  for (int i = nd - 1; i >= 0; i--) step[i] = i == nd - 1 ? 1 : step[i + 1] * padded[i + 1];
+  long last = 0; /* the last tap's offset, the largest */
+  for (int i = 0; i < nd; i++) last += (long)(mx_dim(w, i + 1) - 1) * kdil[i] * step[i];
+  int span = (int)(rows - last); /* rows every tap can read */
+  if (!mats || mx_ndim(mats) != 3 || mx_dim(mats, 0) != taps || mx_dim(mats, 1) != c ||
+      mx_dim(mats, 2) != o)
+    TR_TRY(tap_matrices(t, w, &mats));
+  mx_array zero, flat, acc = NULL;
+  TR_TRY(tr_scalar(t, &zero, 0.0, MX_FLOAT32));
+  TR_TRY(mx_pad(t->mx, &flat, x, plo, phi, rank, zero));
+  int flat_shape[2] = {(int)rows, c}, mat_shape[2] = {c, o};
+  TR_TRY(mx_reshape(t->mx, &flat, flat, flat_shape, 2));
+  bool fuse_bias = bias && mx_dtype_of(bias) == MX_FLOAT32 && mx_ndim(bias) == 1 &&
+                   mx_dim(bias, 0) == o;
+  for (int tap = 0; tap < taps; tap++) {
+    long at = 0;
+    for (int i = nd - 1, rest = tap; i >= 0; i--) {
+      at += (long)(rest % mx_dim(w, i + 1)) * kdil[i] * step[i];
+      rest /= mx_dim(w, i + 1);
+    }
+    mx_array block, mat;
+    TR_TRY(tr_slice_axis(t, flat, 0, (int)at, (int)at + span, &block));
+    TR_TRY(tr_slice_axis(t, mats, 0, tap, tap + 1, &mat));
+    TR_TRY(mx_reshape(t->mx, &mat, mat, mat_shape, 2));
+    if (acc) TR_TRY(mx_addmm(t->mx, &acc, acc, block, mat));
+    else if (fuse_bias) TR_TRY(mx_addmm(t->mx, &acc, bias, block, mat));
+    else TR_TRY(mx_matmul(t->mx, &acc, block, mat));
+  }
+  /* rows [span, rows) belong to no output: zeros, so the sum takes the padded input's shape */
+  int tail_lo[2] = {0, 0}, tail_hi[2] = {(int)last, 0}, shape[MX_MAX_RANK];
+  if (last) TR_TRY(mx_pad(t->mx, &acc, acc, tail_lo, tail_hi, 2, zero));
+  shape[0] = n, shape[rank - 1] = o;
+  for (int i = 0; i < nd; i++) shape[i + 1] = padded[i];
+  TR_TRY(mx_reshape(t->mx, &acc, acc, shape, rank));
+  for (int i = 0; i < nd; i++)
+    if (out[i] != padded[i]) TR_TRY(tr_slice_axis(t, acc, i + 1, 0, out[i], &acc));
+  if (bias && !fuse_bias) TR_TRY(mx_binary(t->mx, &acc, MX_ADD, acc, bias));
+  tr_note_path(t, fuse_bias ? "taps gemm with bias (CPU)" : "taps gemm (CPU)");
+  *y = acc;
+  return MX_OK;
+}
+
 bool conv_cpu_transpose_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
                                 const int64_t *stride, const int64_t *dilation) {
   if (t->mx->device != MX_DEVICE_CPU || groups != 1 || mx_dtype_of(x) != MX_FLOAT32 ||
@@ -190,7 +279,8 @@ int conv_cpu_transpose(tr_ctx *t, mx_array x, mx_array w, mx_array wm, int nd,
 
 /* The weight operand of the CPU form node n will take, made once from its constant weight w
  * (channels-last [M, k..., C/group]; regrouped for ConvTranspose): a depthwise kernel's [taps, C]
- * rows, contiguous so that each tap is a plain row; a 1x..x1 kernel's or a kernel-equals-stride
+ * rows, contiguous so that each tap is a plain row; a stride-1 ungrouped kernel's [taps, C, O]
+ * matrices, contiguous; a 1x..x1 kernel's or a kernel-equals-stride
  * ConvTranspose's transposed matrix, a view of w. NULL where no form can apply to this weight;
  * the translator still checks the live shapes before taking a form. */
 int conv_cpu_prepare(tr_ctx *t, const ir_node *n, mx_array w, bool transposed, mx_array *form) {
@@ -204,6 +294,14 @@ int conv_cpu_prepare(tr_ctx *t, const ir_node *n, mx_array w, bool transposed, m
   }
   if (groups != 1) return MX_OK;
   const ir_attr *s = ir_find_attr(n, "strides");
+  int taps = 1;
+  bool unit_strides = true;
+  for (int i = 0; i < nd; i++) {
+    taps *= mx_dim(w, i + 1);
+    unit_strides = unit_strides &&
+                   (!s || s->type != IR_ATTR_INTS || s->count != (size_t)nd || s->ints[i] == 1);
+  }
+  if (!transposed && taps > 1) return unit_strides ? tap_matrices(t, w, form) : MX_OK;
   for (int i = 0; i < nd; i++) {
     int64_t stride = s && s->type == IR_ATTR_INTS && s->count == (size_t)nd ? s->ints[i] : 1;
     if (mx_dim(w, i + 1) != (transposed ? stride : 1)) return MX_OK;
