@@ -109,6 +109,15 @@ def test_no_retrace_on_second_run():
     assert stat(g, "traces") == 1 and stat(g, "hits") == 1
 
 
+@pytest.mark.parametrize("env", [{}, {"ONNXRUNTIME_EP_MLX_NO_SHAPELESS": "1"}],
+                         ids=["shapeless", "keyed"])
+def test_first_run_in_a_fresh_thread_is_the_only_trace(env):
+    """MLX keys its compile cache on the calling thread's default stream; when the first call to
+    a compiled function is what creates that stream, the second call used to trace again."""
+    [g] = run_verbose(elementwise_chain(), [(2, 3)] * 3, env=env)
+    assert stat(g, "traces") == 1 and stat(g, "hits") == 2, g
+
+
 # --- the path trial -------------------------------------------------------------------------------
 def runs_of(line, kind):
     """The summary's run breakdown "(failed F, compiled C, eager E)"."""

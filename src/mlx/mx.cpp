@@ -683,6 +683,24 @@ int mx_addmm(mx_ctx *ctx, mx_array *out, mx_array c, mx_array a, mx_array b) {
   MX_RESULT(mc::addmm(A(c), A(a), A(b), 1.0f, 1.0f, device_of(ctx)));
 }
 
+int mx_fold_into_product(mx_ctx *ctx, mx_array *out, mx_array product, mx_array c) {
+  MX_GUARD(ctx, out, {
+    const mc::array &p = A(product);
+    if (!p.has_primitive()) return MX_OK;
+    mc::array m = p;
+    /* by name: libmlx does not export its primitives' type information */
+    const char *top = p.primitive().name();
+    bool reshaped = std::strcmp(top, "Reshape") == 0 || std::strcmp(top, "Unflatten") == 0;
+    if (reshaped) m = p.inputs().at(0);
+    if (!m.has_primitive() || std::strcmp(m.primitive().name(), "Matmul") != 0) return MX_OK;
+    const auto &ins = m.inputs();
+    if (ins.size() != 2 || ins[0].ndim() != 2 || ins[1].ndim() != 2) return MX_OK;
+    mc::array sum = mc::addmm(A(c), ins[0], ins[1], 1.0f, 1.0f, device_of(ctx));
+    if (reshaped) sum = mc::reshape(sum, p.shape(), device_of(ctx));
+    return keep(ctx, out, std::move(sum));
+  });
+}
+
 int mx_softmax(mx_ctx *ctx, mx_array *out, mx_array a, const int *axes, int naxes) {
   MX_RESULT(mc::softmax(A(a), to_vec(axes, naxes), true, device_of(ctx)));
 }
@@ -925,6 +943,11 @@ int mx_compiled_call(mx_ctx *ctx, mx_compiled *compiled, const mx_array *inputs,
   MX_GUARD(ctx, none, {
     std::vector<mc::array> in;
     for (size_t i = 0; i < n_inputs; i++) in.push_back(A(inputs[i]));
+    /* MLX keys its compile cache on the calling thread's default stream, which MLX creates on
+     * first use. Measured: when the first call to a compiled function is what creates it, the
+     * second call misses that first entry and traces again (a 2-node graph: traces 2 after 3
+     * runs; with the stream made first, traces 1). So the stream is made before the call. */
+    (void)mc::default_stream(mc::default_device());
     std::vector<mc::array> res = compiled->fn(in);
     if (res.size() != n_outputs) throw std::runtime_error("compiled function output count");
     for (size_t i = 0; i < n_outputs; i++) keep(ctx, &outputs[i], std::move(res[i]));

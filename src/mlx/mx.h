@@ -148,6 +148,12 @@ int mx_matmul(mx_ctx *ctx, mx_array *out, mx_array a, mx_array b);
 /* c + a @ b by MLX's addmm: c is broadcast to the product's shape when the graph is built, so a
  * shapeless compiled function must not use it (it would replay that shape for other sizes). */
 int mx_addmm(mx_ctx *ctx, mx_array *out, mx_array c, mx_array a, mx_array b);
+/* product + c as one addmm when `product` is a 2-D-right-operand matrix product built by
+ * mx_matmul (MLX's Matmul, under the unflatten MLX adds for a batched left operand): BLAS then
+ * accumulates onto c. *out is NULL (and MX_OK returned) when product is not such a product.
+ * The caller must know that nothing else reads `product` (it would be computed twice) and that
+ * the graph is not traced shapeless (addmm fixes c's broadcast). */
+int mx_fold_into_product(mx_ctx *ctx, mx_array *out, mx_array product, mx_array c);
 int mx_softmax(mx_ctx *ctx, mx_array *out, mx_array a, const int *axes, int naxes);
 int mx_layer_norm(mx_ctx *ctx, mx_array *out, mx_array x, mx_array weight, mx_array bias,
                   float eps); /* last axis; weight/bias may be NULL */

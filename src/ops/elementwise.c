@@ -285,6 +285,44 @@ static int translate_sign(tr_ctx *t, const ir_node *n, const op_row *r) {
   return tr_out_cast(t, 0, y);
 }
 
+/* The only reader of value v in g is one node input (no other input, no subgraph, no output). */
+static bool read_once(const ir_graph *g, int v) {
+  if (g->values[v].is_graph_output) return false;
+  int reads = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    for (int j = 0; j < n->n_inputs; j++) reads += n->inputs[j] == v;
+    for (int j = 0; j < n->n_implicit_inputs; j++) reads += n->implicit_inputs[j] == v;
+    for (int j = 0; j < n->n_implicit; j++) reads += n->implicit[j] == v;
+  }
+  return reads == 1;
+}
+
+/* Add of a MatMul's product (read nowhere else) and a float32 bias [N] on the CPU device, in a
+ * graph built for one shape (eager or keyed): one addmm, so that BLAS accumulates onto the bias
+ * instead of zeroing its output and MLX adding a broadcast row in its strided (scalar) loop.
+ * Anything else is a plain Add. */
+static int translate_add(tr_ctx *t, const ir_node *n, const op_row *r) {
+  if (t->mx->device == MX_DEVICE_CPU && t->trace != TR_TRACE_SHAPELESS) {
+    for (int i = 0; i < 2; i++) {
+      int v = n->inputs[i];
+      const ir_value *pv = v >= 0 ? &t->g->values[v] : NULL;
+      mx_array product = tr_in(t, i), bias = tr_in(t, 1 - i), y;
+      if (!pv || pv->producer < 0 || strcmp(t->g->nodes[pv->producer].op_type, "MatMul") != 0 ||
+          t->g->nodes[pv->producer].domain[0] != 0 || !read_once(t->g, v))
+        continue;
+      if (mx_dtype_of(product) != MX_FLOAT32 || mx_dtype_of(bias) != MX_FLOAT32 ||
+          mx_ndim(bias) != 1 || mx_ndim(product) < 2 || mx_dim(bias, 0) != mx_dim(product, -1))
+        continue;
+      TR_TRY(mx_fold_into_product(t->mx, &y, product, bias));
+      if (!y) continue;
+      tr_note_path(t, "folded into the MatMul (addmm)");
+      return tr_out(t, 0, y);
+    }
+  }
+  return op_translate_binary(t, n, r);
+}
+
 static int translate_where(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)n, (void)r;
   mx_array y;
@@ -301,7 +339,8 @@ static int translate_where(tr_ctx *t, const ir_node *n, const op_row *r) {
    "variadic, numpy broadcasting"}
 
 const op_row ops_elementwise_rows[] = {
-    BINARY("Add", 7, 14, MX_ADD, OP_NUMERIC | OP_F64),
+    {"", "Add", 7, 14, claim_same_types, translate_add, OP_SHAPELESS, OP_NUMERIC | OP_F64, MX_ADD,
+     "on the CPU device, a MatMul's bias folds into one addmm"},
     BINARY("Sub", 7, 14, MX_SUBTRACT, OP_NUMERIC | OP_F64),
     BINARY("Mul", 7, 14, MX_MULTIPLY, OP_NUMERIC | OP_F64),
     {"", "Div", 7, 14, claim_same_types, translate_div, OP_SHAPELESS, OP_NUMERIC | OP_F64, MX_DIVIDE,

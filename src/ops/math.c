@@ -78,9 +78,12 @@ static bool claim_gemm(const ir_graph *g, const ir_node *n, const op_row *r, op_
   return true;
 }
 
-/* alpha * (A' B') + beta * C with separate ops, not MLX's addmm: addmm broadcasts C to the
- * product's shape with a fixed broadcast_to, which a shapeless compiled function would replay
- * for other sizes (writing past its buffer); the elementwise add broadcasts per call. */
+/* alpha * (A' B') + beta * C. MLX's addmm broadcasts C to the product's shape with a fixed
+ * broadcast_to, which a shapeless compiled function would replay for other sizes (writing past
+ * its buffer), so there the scale and the add are separate ops (the add broadcasts per call).
+ * On the CPU device, in a graph built for one shape (eager or keyed), a float32 product with
+ * alpha = beta = 1 is one addmm: BLAS accumulates onto C instead of zeroing its output and MLX
+ * adding a broadcast row in its strided (scalar) loop. */
 static int translate_gemm(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)r;
   static const int swap[2] = {1, 0};
@@ -89,6 +92,14 @@ static int translate_gemm(tr_ctx *t, const ir_node *n, const op_row *r) {
   float alpha = ir_attr_float(n, "alpha", 1.0f), beta = ir_attr_float(n, "beta", 1.0f);
   if (ir_attr_int(n, "transA", 0)) TR_TRY(mx_transpose(t->mx, &a, a, swap, 2));
   if (ir_attr_int(n, "transB", 0)) TR_TRY(mx_transpose(t->mx, &b, b, swap, 2));
+  if (c && alpha == 1.0f && beta == 1.0f && mx_ndim(c) <= 2 &&
+      t->mx->device == MX_DEVICE_CPU && t->trace != TR_TRACE_SHAPELESS &&
+      mx_dtype_of(a) == MX_FLOAT32 && mx_dtype_of(b) == MX_FLOAT32 &&
+      mx_dtype_of(c) == MX_FLOAT32) {
+    TR_TRY(mx_addmm(t->mx, &y, c, a, b));
+    tr_note_path(t, "addmm (CPU)");
+    return tr_out_cast(t, 0, y);
+  }
   TR_TRY(mx_matmul(t->mx, &y, a, b));
   if (alpha != 1.0f) {
     TR_TRY(tr_scalar(t, &s, alpha, mx_dtype_of(y)));

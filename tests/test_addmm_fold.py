@@ -1,0 +1,114 @@
+"""A matrix product's bias folded into one addmm on the CPU device (src/ops/elementwise.c's Add,
+src/ops/math.c's Gemm; bridge: mx_fold_into_product). Folding happens only where the graph is
+built for one shape (eager, or compiled keyed on shapes), only when the MatMul's product is read
+by the Add alone, and only for a float32 bias [N]. Each case is checked against ORT's CPU
+provider, and the verbose summary's node path proves whether the fold happened: correct output
+alone cannot tell a folded Add from a plain one."""
+import gc
+
+import numpy as np
+import onnxruntime as ort
+import onnxruntime_ep_mlx as mlx
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper, numpy_helper
+
+import mlx_harness as harness
+
+pytestmark = pytest.mark.cpu_device
+FOLDED = "folded into the MatMul (addmm)"
+
+
+def run(model, feeds, monkeypatch, capfd, env, ort_fusions=False):
+    """ORT's own graph optimisations are off unless asked for: they turn MatMul + Add into a
+    Gemm (MatMulAddFusion) before the EP sees the graph."""
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    ref = harness.cpu_session(model).run(None, feeds)
+    capfd.readouterr()
+    so = mlx.session_options({**harness.PINNED_OPTIONS, "verbose": "1"})
+    so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    if not ort_fusions:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    s = ort.InferenceSession(model.SerializeToString(), so)
+    for _ in range(2):  # the second run takes the compiled (or eager) path again
+        got = s.run(None, feeds)
+    del s
+    gc.collect()
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5)
+    return capfd.readouterr().err
+
+
+def matmul_add(a_shape, b_shape, bias_shape, bias_first=False, extra_reader=False):
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal(b_shape, np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(bias_shape, np.float32), "bias")]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["p"], name="mm"),
+             helper.make_node("Add", ["bias", "p"] if bias_first else ["p", "bias"], ["s"],
+                              name="add"),
+             helper.make_node("Relu", ["s"], ["y"], name="relu")]
+    outputs = [("y", TP.FLOAT, None)]
+    if extra_reader:  # the product is read twice: folding would compute it twice
+        nodes.append(helper.make_node("Neg", ["p"], ["q"], name="neg"))
+        outputs.append(("q", TP.FLOAT, None))
+    model = harness.make_model(nodes, [("x", TP.FLOAT, a_shape)], outputs, initializers=inits)
+    feeds = {"x": np.random.default_rng(1).standard_normal(a_shape, np.float32)}
+    return model, feeds
+
+
+KEYED = {"ONNXRUNTIME_EP_MLX_NO_SHAPELESS": "1"}
+EAGER = {"ONNXRUNTIME_EP_MLX_NO_COMPILE": "1"}
+
+
+@pytest.mark.parametrize("env", [KEYED, EAGER], ids=["keyed", "eager"])
+@pytest.mark.parametrize("a,b,bias_first", [((1, 16, 24), (24, 8), False),
+                                            ((2, 3, 16, 24), (24, 8), True),
+                                            ((16, 24), (24, 8), False)],
+                         ids=["3d", "4d-bias-first", "2d"])
+def test_bias_folds_into_the_product(a, b, bias_first, env, monkeypatch, capfd):
+    model, feeds = matmul_add(a, b, (b[-1],), bias_first)
+    err = run(model, feeds, monkeypatch, capfd, env)
+    assert f"node 'add' (Add): {FOLDED}" in err, err[-2000:]
+
+
+@pytest.mark.parametrize("case", ["shapeless", "product-read-twice", "bias-2d", "batched-b"])
+def test_bias_stays_a_plain_add(case, monkeypatch, capfd):
+    env = {} if case == "shapeless" else KEYED
+    if case == "bias-2d":
+        model, feeds = matmul_add((1, 16, 24), (24, 8), (16, 8))
+    elif case == "batched-b":  # a 3-D right operand: MLX's product is not one matrix product
+        model, feeds = matmul_add((2, 16, 24), (2, 24, 8), (8,))
+    else:
+        model, feeds = matmul_add((1, 16, 24), (24, 8), (8,),
+                                  extra_reader=case == "product-read-twice")
+    err = run(model, feeds, monkeypatch, capfd, env)
+    assert "(Add): folded" not in err
+    assert "path shapeless" in err if case == "shapeless" else "path keyed" in err
+
+
+@pytest.mark.parametrize("c_shape,alpha,beta,folds", [((8,), 1.0, 1.0, True),
+                                                      ((16, 8), 1.0, 1.0, True),
+                                                      ((1, 8), 1.0, 1.0, True),
+                                                      ((8,), 0.5, 1.0, False),
+                                                      ((8,), 1.0, 2.0, False)])
+def test_gemm_with_unit_scales_is_one_addmm(c_shape, alpha, beta, folds, monkeypatch, capfd):
+    rng = np.random.default_rng(2)
+    inits = [numpy_helper.from_array(rng.standard_normal((8, 24), np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(c_shape, np.float32), "c")]
+    nodes = [helper.make_node("Gemm", ["x", "w", "c"], ["g"], name="gemm", transB=1,
+                              alpha=alpha, beta=beta),
+             helper.make_node("Relu", ["g"], ["y"], name="relu")]
+    model = harness.make_model(nodes, [("x", TP.FLOAT, (16, 24))], [("y", TP.FLOAT, None)],
+                               initializers=inits)
+    feeds = {"x": rng.standard_normal((16, 24), np.float32)}
+    err = run(model, feeds, monkeypatch, capfd, KEYED)
+    assert ("node 'gemm' (Gemm): addmm (CPU)" in err) == folds, err[-2000:]
+
+
+def test_ort_fused_matmul_add_reaches_the_gemm_path(monkeypatch, capfd):
+    """With ORT's optimisations on, MatMul + Add arrives as ORT's Gemm (batched left operand
+    reshaped around it), which the Gemm row turns into one addmm."""
+    model, feeds = matmul_add((1, 16, 24), (24, 8), (8,))
+    err = run(model, feeds, monkeypatch, capfd, KEYED, ort_fusions=True)
+    assert "(Gemm): addmm (CPU)" in err, err[-2000:]
