@@ -131,31 +131,85 @@ const mc::array &A(mx_array h) {
  * itself, at a value rather than at a broadcast. */
 constexpr int FUSE_BARRIER_AT = 8;
 
+/* Layout. A convolution computes channels-last and hands ONNX a transposed view (channels
+ * first) of its result. MLX's fused CPU kernels take their contiguous (vectorised) loop only
+ * when every operand that is not a single value is row-contiguous, so an activation applied to
+ * that view ran MLX's strided loop (scalar code) and wrote a channels-first copy, which the next
+ * convolution copied back to channels-last. On the CPU device an elementwise operation whose
+ * operands are the same transpose of same-shaped arrays (single values aside) therefore runs on
+ * the arrays beneath and transposes its result instead: the same values, computed in memory
+ * order, and still a view for whatever reads it next. */
 struct Elementwise {
   std::vector<mc::array> arrays; /* the operands, behind barriers where deep */
   std::vector<int> depths;
+  std::vector<int> sunk; /* the transpose applied to the result; empty when none */
 
   /* Missing handles are skipped where `optional` (Clip's bounds), refused otherwise. Cuts are
-   * made on the CPU device only, whose strided loop is the one measured slow. */
-  Elementwise(const mx_ctx *ctx, std::initializer_list<mx_array> handles, bool optional = false) {
-    bool cut_deep = ctx->device == MX_DEVICE_CPU;
-    int deepest = 0;
+   * made on the CPU device only, whose strided loop is the one measured slow; `layout` allows
+   * the transpose to be sunk (operations that keep their operands' shape). */
+  Elementwise(const mx_ctx *ctx, std::initializer_list<mx_array> handles, bool optional = false,
+              bool layout = true) {
+    bool cpu = ctx->device == MX_DEVICE_CPU;
+    std::vector<mx_array> hs;
     for (mx_array h : handles) {
       if (!h && optional) continue;
-      deepest = std::max(deepest, depth(h));
+      A(h); /* refuses a missing handle */
+      hs.push_back(h);
     }
-    for (mx_array h : handles) {
-      if (!h) continue;
+    if (cpu && layout) sunk = shared_transpose(hs);
+    int deepest = 0;
+    for (mx_array h : hs) deepest = std::max(deepest, depth(h));
+    for (mx_array h : hs) {
       /* Cut every fairly deep operand, not only the deepest: a value shared by a long chain
        * (a polynomial's variable) would otherwise force a cut at every step. The handle keeps
-       * the cut, so later operations reuse it. */
-      if (cut_deep && deepest >= FUSE_BARRIER_AT && depth(h) >= FUSE_BARRIER_AT / 2) {
-        h->a = mc::contiguous(h->a, false, device_of(ctx));
+       * the cut (beneath its transpose when sunk), so later operations reuse it. */
+      bool transposed = !sunk.empty() && h->a.size() != 1;
+      mc::array x = transposed ? h->a.inputs().at(0) : h->a;
+      if (cpu && deepest >= FUSE_BARRIER_AT && depth(h) >= FUSE_BARRIER_AT / 2) {
+        x = mc::contiguous(x, false, device_of(ctx));
+        h->a = transposed ? mc::transpose(x, sunk, device_of(ctx)) : x;
         h->fused_depth = 0;
       }
-      arrays.push_back(h->a);
+      arrays.push_back(x);
       depths.push_back(depth(h));
     }
+    if (cpu) single_values_as_scalars(ctx);
+  }
+
+  /* MLX's fused CPU kernel counts an operand of one element as a scalar only when it has no
+   * dimensions; a [1] constant (common in exported models: Mul by a [1] weight) makes it take
+   * the strided loop for the whole kernel. Such operands become rank 0 where that cannot change
+   * the result's rank (another operand has at least as many dimensions). */
+  void single_values_as_scalars(const mx_ctx *ctx) {
+    size_t widest = 0;
+    for (const auto &a : arrays)
+      if (a.size() != 1) widest = std::max(widest, a.ndim());
+    for (auto &a : arrays)
+      if (a.size() == 1 && a.ndim() > 0 && a.ndim() <= widest)
+        a = mc::reshape(a, {}, device_of(ctx));
+  }
+
+  /* The permutation every operand that is not a single value is a transpose by, with the same
+   * shape, when there is one and it is not the identity; else empty. Single values must not
+   * have more dimensions than the transposed operands (they would add leading axes). */
+  static std::vector<int> shared_transpose(const std::vector<mx_array> &hs) {
+    std::vector<int> perm;
+    const mc::array *first = nullptr;
+    for (mx_array h : hs) {
+      const mc::array &a = h->a;
+      if (a.size() == 1) continue;
+      if (!a.has_primitive() || std::strcmp(a.primitive().name(), "Transpose") != 0) return {};
+      /* by name: libmlx does not export its primitives' type information */
+      auto p = static_cast<const mc::Transpose &>(a.primitive()).state();
+      if (!first) first = &a, perm = p;
+      else if (p != perm || a.shape() != first->shape()) return {};
+    }
+    if (!first) return {};
+    for (mx_array h : hs)
+      if (h->a.size() == 1 && h->a.ndim() > first->ndim()) return {};
+    for (size_t i = 0; i < perm.size(); i++)
+      if (perm[i] != static_cast<int>(i)) return perm;
+    return {};
   }
 
   /* An evaluated array (a plan's constant, which concurrent runs share and which is never cut
@@ -175,8 +229,10 @@ struct Elementwise {
     return d + 1;
   }
 
+  /* The result's depth counts the operation, not the transpose put back over it. */
   int wrap(mx_ctx *ctx, mx_array *out, mc::array result) const {
     int depth = depth_of(result);
+    if (!sunk.empty()) result = mc::transpose(result, sunk, device_of(ctx));
     keep(ctx, out, std::move(result));
     (*out)->fused_depth = depth;
     return MX_OK;
@@ -534,7 +590,7 @@ int mx_transpose(mx_ctx *ctx, mx_array *out, mx_array a, const int *perm, int nd
 int mx_broadcast_to(mx_ctx *ctx, mx_array *out, mx_array a, const int *shape, int ndim) {
   MX_GUARD(ctx, out, {
     auto s = device_of(ctx);
-    Elementwise ops(ctx, {a});
+    Elementwise ops(ctx, {a}, false, /* layout */ false); /* the shape changes */
     return ops.wrap(ctx, out, mc::broadcast_to(ops[0], to_shape(shape, ndim), s));
   });
 }
