@@ -1,6 +1,7 @@
 """The plugin as ORT sees it: exported symbols, registration, devices, provider options, and the
 verbose diagnostics printed at session creation and teardown."""
 import os
+import re
 import subprocess
 import sys
 
@@ -54,12 +55,40 @@ def test_device_option_is_accepted(device):
 @pytest.mark.parametrize("key,value,message", [
     ("device", "tpu", "device='tpu' is not one of cpu, gpu"),
     ("verbose", "yes", "verbose='yes' is not 0 or 1"),
+    ("cpu_cache_mb", "-5", "cpu_cache_mb='-5' is not a whole number of MiB"),
+    ("cpu_cache_mb", "1g", "cpu_cache_mb='1g' is not a whole number of MiB"),
 ])
 def test_bad_provider_option_is_a_clear_error(key, value, message, capsys):
     # ORT's Python layer prints the EP's error and retries on CPU, which CPU-fallback=0 refuses.
     with pytest.raises(Exception):
         mlx_session(add_model(), provider_options={key: value})
     assert message in capsys.readouterr().out
+
+
+@pytest.mark.cpu_device
+def test_cpu_buffer_cache_is_raised_never_lowered(tmp_path):
+    """MLX keeps 32 MiB of freed CPU buffers by default; the EP raises that (cpu_cache_mb,
+    default 1024) so large Runs reuse their buffers instead of faulting in fresh pages. A child
+    process each, since the limit is process-wide: the default, a larger value, a smaller one
+    after a larger (never lowered) and 0 (MLX's own limit left alone)."""
+    model = tmp_path / "add.onnx"
+    model.write_bytes(add_model().SerializeToString())
+
+    def limits(*option_sets):
+        code = (
+            "import numpy as np, sys; sys.path.insert(0, %r)\n"
+            "from mlx_harness import mlx_session\n"
+            "for opts in %r:\n"
+            "    s = mlx_session(%r, provider_options=dict(opts, verbose='1', device='cpu'))\n"
+            "    s.run(None, {'a': np.ones((2, 3), np.float32), 'b': np.ones(3, np.float32)})\n"
+            % (os.path.dirname(__file__), option_sets, str(model)))
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return re.findall(r"MLX buffer cache limit: (\d+) MiB", r.stderr)
+
+    assert limits({}) == ["1024"]
+    assert limits({"cpu_cache_mb": "2048"}, {"cpu_cache_mb": "64"}) == ["2048", "2048"]
+    assert limits({"cpu_cache_mb": "0"}) == []
 
 
 def test_gpu_option_without_gpu_backend_is_refused(capsys):

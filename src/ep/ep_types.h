@@ -29,6 +29,7 @@ typedef struct ep_options {
   bool fast_kernels;      /* off with ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN=1 */
   bool path_trial;        /* off with ONNXRUNTIME_EP_MLX_NO_PATH_TRIAL=1 */
   bool avx2_kernels;      /* off with ONNXRUNTIME_EP_MLX_NO_AVX2_KERNELS=1 (mlx/cpu_kernels.c) */
+  long cpu_cache_mb;      /* option cpu_cache_mb: MLX's CPU buffer cache at least this (0: MLX's) */
 } ep_options;
 
 typedef struct ep_factory {

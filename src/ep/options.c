@@ -6,6 +6,8 @@
  *   device=cpu|gpu         (default: gpu when MLX has a GPU backend, else cpu)
  *   verbose=0|1            (also ONNXRUNTIME_EP_MLX_VERBOSE=1)
  *   report_file=PATH       (write the partition report as JSON at session creation)
+ *   cpu_cache_mb=N         (CPU device: MLX keeps at least N MiB of freed buffers for reuse;
+ *                           default 1024, 0 leaves MLX's own limit of 32 MiB)
  * Environment only (A/B switches): ONNXRUNTIME_EP_MLX_NO_COMPILE=1 runs every group eagerly;
  * ONNXRUNTIME_EP_MLX_NO_SHAPELESS=1 compiles keyed on input shapes instead of shapeless;
  * ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN=1 keeps LinearAttention on its composed path;
@@ -47,6 +49,7 @@ OrtStatus *ep_options_parse(const OrtApi *ort, const OrtSessionOptions *so, ep_o
   out->fast_kernels = !env_flag("ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN");
   out->path_trial = !env_flag("ONNXRUNTIME_EP_MLX_NO_PATH_TRIAL");
   out->avx2_kernels = !env_flag("ONNXRUNTIME_EP_MLX_NO_AVX2_KERNELS");
+  out->cpu_cache_mb = 1024;
   if (!so) return NULL;
   char value[1024];
   bool found;
@@ -69,6 +72,17 @@ OrtStatus *ep_options_parse(const OrtApi *ort, const OrtSessionOptions *so, ep_o
       return ep_status(ort, ORT_INVALID_ARGUMENT, "%s: provider option verbose='%s' is not 0 or 1",
                        EP_NAME, value);
     out->verbose = out->verbose || value[0] == '1';
+  }
+  st = read_entry(ort, so, "cpu_cache_mb", value, sizeof value, &found);
+  if (st) return st;
+  if (found) {
+    char *end = NULL;
+    long mb = strtol(value, &end, 10);
+    if (!value[0] || *end || mb < 0 || mb > (1L << 20))
+      return ep_status(ort, ORT_INVALID_ARGUMENT,
+                       "%s: provider option cpu_cache_mb='%s' is not a whole number of MiB from 0 "
+                       "to 1048576", EP_NAME, value);
+    out->cpu_cache_mb = mb;
   }
   st = read_entry(ort, so, "report_file", out->report_file, sizeof out->report_file, &found);
   return st;

@@ -11,6 +11,7 @@
 #include <mlx/fast.h>
 #include <mlx/mlx.h>
 #include <mlx/primitives.h>
+#include <mlx/memory.h>
 #include <mlx/version.h>
 #include <mlx/allocator.h>
 #include <mlx/backend/cpu/encoder.h>
@@ -323,6 +324,16 @@ const char *mx_version(void) {
     return "unknown";
   }
   return v.c_str();
+}
+
+size_t mx_cache_limit_at_least(size_t bytes) {
+  try {
+    size_t previous = mc::set_cache_limit(bytes);
+    if (previous > bytes) mc::set_cache_limit(previous);
+    return std::max(previous, bytes);
+  } catch (...) {
+    return 0;
+  }
 }
 
 const char *mx_library_dir(void) {

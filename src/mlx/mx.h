@@ -63,6 +63,9 @@ void mx_arena_free(mx_arena *arena);     /* frees every array created in it; NUL
 size_t mx_arena_count(const mx_arena *arena);
 bool mx_device_available(mx_device device);
 const char *mx_version(void);
+/* Raises MLX's buffer cache limit (freed buffers kept for reuse) to at least `bytes`; never
+ * lowers it. Returns the limit in effect, or 0 on failure. Process-wide. */
+size_t mx_cache_limit_at_least(size_t bytes);
 /* The folder holding the loaded libmlx ("" when unknown): its headers are in ../include. */
 const char *mx_library_dir(void);
 void mx_set_error(mx_ctx *ctx, const char *fmt, ...);
