@@ -369,3 +369,21 @@ def test_cpu_forms_follow_changing_shapes(kernel, depthwise, path, capfd):
     err = capfd.readouterr().err
     assert f"node 'n' (Conv): {path}" in err
     assert "path keyed" in err and "traces 3" in err, err[-2000:]
+
+
+@pytest.mark.cpu_device
+@pytest.mark.parametrize("group", [1, 4], ids=["taps", "depthwise"])
+def test_cpu_forms_take_an_empty_batch(group):
+    """A batch of 0 gives an empty result of the right shape, then a batch of 2 still runs."""
+    w = harness.rand((4, 4 // group, 3, 3), seed=5)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1] * 4, group=group),
+             helper.make_node("Relu", ["c"], ["y"])]
+    model = harness.make_model(nodes, [("x", TensorProto.FLOAT, ("N", 4, 5, 5))],
+                               [("y", TensorProto.FLOAT, None)], initializers=[("w", w)])
+    s = harness.mlx_session(model)
+    ref = harness.cpu_session(model)
+    for n in (0, 2):
+        x = {"x": harness.rand((n, 4, 5, 5), seed=n)}
+        got = s.run(None, x)[0]
+        assert got.shape == (n, 4, 5, 5)
+        np.testing.assert_allclose(got, ref.run(None, x)[0], rtol=1e-5, atol=1e-5)

@@ -141,7 +141,8 @@ int conv_cpu_pointwise(tr_ctx *t, mx_array x, mx_array w, mx_array wm, mx_array 
 bool conv_cpu_taps_gemm_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
                                 const int *stride, const int *lo, const int *hi, const int *idil,
                                 bool flip) {
-  if (t->mx->device != MX_DEVICE_CPU || flip || groups != 1 || mx_dtype_of(x) != MX_FLOAT32)
+  if (t->mx->device != MX_DEVICE_CPU || flip || groups != 1 || mx_dtype_of(x) != MX_FLOAT32 ||
+      mx_size(x) == 0)
     return false;
   int taps = 1;
   for (int i = 0; i < nd; i++) {
