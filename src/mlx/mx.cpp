@@ -24,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,7 @@ namespace mc = mlx::core;
 struct mx_array_impl {
   mc::array a;
   int fused_depth = 0; /* elementwise operations stacked on the nearest non-elementwise values */
+  std::optional<mc::array> rank0; /* an evaluated one-element `a` as a rank-0 copy (Elementwise) */
   explicit mx_array_impl(mc::array x) : a(std::move(x)) {}
 };
 
@@ -174,20 +176,35 @@ struct Elementwise {
       arrays.push_back(x);
       depths.push_back(depth(h));
     }
-    if (cpu) single_values_as_scalars(ctx);
+    if (cpu) single_values_as_scalars(ctx, hs);
   }
 
   /* MLX's fused CPU kernel counts an operand of one element as a scalar only when it has no
    * dimensions; a [1] constant (common in exported models: Mul by a [1] weight) makes it take
    * the strided loop for the whole kernel. Such operands become rank 0 where that cannot change
-   * the result's rank (another operand has at least as many dimensions). */
-  void single_values_as_scalars(const mx_ctx *ctx) {
+   * the result's rank (another operand has at least as many dimensions). An evaluated one (a
+   * plan's constant, whose handle lives as long as the plan) gets a rank-0 copy once, kept on
+   * its handle, so eager runs build no extra operation for it; others are reshaped. */
+  void single_values_as_scalars(const mx_ctx *ctx, const std::vector<mx_array> &hs) {
     size_t widest = 0;
     for (const auto &a : arrays)
       if (a.size() != 1) widest = std::max(widest, a.ndim());
-    for (auto &a : arrays)
-      if (a.size() == 1 && a.ndim() > 0 && a.ndim() <= widest)
+    for (size_t i = 0; i < arrays.size(); i++) {
+      mc::array &a = arrays[i];
+      if (a.size() != 1 || a.ndim() == 0 || a.ndim() > widest) continue;
+      mx_array h = hs[i];
+      if (h->a.id() == a.id() && !a.has_primitive() && a.is_available()) {
+        if (!h->rank0) {
+          void *copy = std::malloc(a.itemsize());
+          if (!copy) throw std::bad_alloc();
+          std::memcpy(copy, a.data<char>(), a.itemsize());
+          h->rank0 = mc::array(copy, mc::Shape{}, a.dtype(), [](void *p) { std::free(p); });
+        }
+        a = *h->rank0;
+      } else {
         a = mc::reshape(a, {}, device_of(ctx));
+      }
+    }
   }
 
   /* The permutation every operand that is not a single value is a transpose by, with the same

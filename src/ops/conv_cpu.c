@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+enum { TAPS_GEMM_MIN_COLUMNS = 1 << 18 };
+
 /* Output extent of one spatial axis, or 0 when the window does not fit. */
 static int out_extent(int in, int lo, int hi, int k, int dil, int stride) {
   int span = (k - 1) * dil + 1, padded = in + lo + hi;
@@ -144,12 +146,14 @@ bool conv_cpu_taps_gemm_applies(const tr_ctx *t, mx_array x, mx_array w, int nd,
   if (t->mx->device != MX_DEVICE_CPU || flip || groups != 1 || mx_dtype_of(x) != MX_FLOAT32 ||
       mx_size(x) == 0)
     return false;
-  int taps = 1;
+  double taps = 1, positions = mx_dim(x, 0);
   for (int i = 0; i < nd; i++) {
     if (stride[i] != 1 || idil[i] != 1 || lo[i] < 0 || hi[i] < 0) return false;
     taps *= mx_dim(w, i + 1);
+    positions *= mx_dim(x, i + 1);
   }
-  return taps > 1;
+  /* below about a MiB of im2col columns MLX's one product costs less than a product per tap */
+  return taps > 1 && positions * taps * mx_dim(x, -1) >= TAPS_GEMM_MIN_COLUMNS;
 }
 
 /* w [O, k..., C] as [taps, C, O]: tap t's [C, O] matrix is a plain block of it. */
