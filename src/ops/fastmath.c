@@ -35,6 +35,17 @@ static int axpb(tr_ctx *t, mx_array a, double b, double c, mx_array *out) {
   return mx_binary(t->mx, out, MX_ADD, *out, sc);
 }
 
+/* v rounded to the nearest integer (ties to even), for |v| < 2^22: adding 1.5 * 2^23 leaves no
+ * bits below the units, and subtracting it gives the rounded value back exactly (contraction
+ * and reassociation stay off in MLX's kernels). Addition instead of Floor, which MLX runs
+ * through a library call per element where it is not fused (SSE2 libmlx, no roundps). */
+static int round_int(tr_ctx *t, mx_array v, mx_array *out) {
+  mx_array magic;
+  TR_TRY(scalar(t, 12582912.0, &magic));
+  TR_TRY(mx_binary(t->mx, out, MX_ADD, v, magic));
+  return mx_binary(t->mx, out, MX_SUBTRACT, *out, magic);
+}
+
 /* 2^k for integer-valued float k in [-150, 128], as float32 bits (k + 127) << 23 */
 static int pow2(tr_ctx *t, mx_array k, mx_array *out) {
   mx_array bias, shift, bits;
@@ -47,12 +58,12 @@ static int pow2(tr_ctx *t, mx_array k, mx_array *out) {
 }
 
 int fm_exp(tr_ctx *t, mx_array x, mx_array *out) {
-  mx_array lo, hi, xc, n, r, tmp, p, y, half, n1, n2, f1, f2;
+  mx_array lo, hi, xc, n, r, tmp, p, y, n1, n2, f1, f2;
   TR_TRY(scalar(t, -104.0, &lo));
   TR_TRY(scalar(t, 89.0, &hi));
   TR_TRY(mx_clip(t->mx, &xc, x, lo, hi));
-  TR_TRY(axpb(t, xc, LOG2E, 0.5, &n));
-  TR_TRY(mx_unary(t->mx, &n, MX_FLOOR, n));
+  TR_TRY(axpb(t, xc, LOG2E, 0.0, &n));
+  TR_TRY(round_int(t, n, &n));
   TR_TRY(axpb(t, n, -LN2_HI, 0.0, &tmp));
   TR_TRY(mx_binary(t->mx, &r, MX_ADD, xc, tmp));
   TR_TRY(axpb(t, n, -LN2_LO, 0.0, &tmp));
@@ -70,10 +81,10 @@ int fm_exp(tr_ctx *t, mx_array x, mx_array *out) {
   TR_TRY(mx_binary(t->mx, &y, MX_ADD, y, r));
   TR_TRY(scalar(t, 1.0, &tmp));
   TR_TRY(mx_binary(t->mx, &y, MX_ADD, y, tmp));
-  /* 2^n = 2^n1 * 2^n2 with n1 = floor(n / 2): each factor stays a normal float */
-  TR_TRY(scalar(t, 0.5, &half));
-  TR_TRY(mx_binary(t->mx, &n1, MX_MULTIPLY, n, half));
-  TR_TRY(mx_unary(t->mx, &n1, MX_FLOOR, n1));
+  /* 2^n = 2^n1 * 2^n2 with n1 = floor(n / 2) = round(n / 2 - 1/4) (n is an integer): each
+   * factor stays a normal float */
+  TR_TRY(axpb(t, n, 0.5, -0.25, &n1));
+  TR_TRY(round_int(t, n1, &n1));
   TR_TRY(mx_binary(t->mx, &n2, MX_SUBTRACT, n, n1));
   TR_TRY(pow2(t, n1, &f1));
   TR_TRY(pow2(t, n2, &f2));
