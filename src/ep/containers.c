@@ -21,8 +21,8 @@ static const char *kind_word(const ir_value *v) {
 static bool reads(const ir_node *n, int v) {
   for (int i = 0; i < n->n_inputs; i++)
     if (n->inputs[i] == v) return true;
-  for (int i = 0; i < n->n_implicit_inputs; i++)
-    if (n->implicit_inputs[i] == v) return true;
+  for (int i = 0; i < n->n_implicit; i++)
+    if (n->implicit[i] == v) return true;
   return false;
 }
 

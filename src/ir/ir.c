@@ -325,8 +325,10 @@ static bool snapshot_control(builder *b, const OrtNode *on, ir_node *n) {
   int *impl = ir_arena_alloc(b->arena, sizeof(int) * (n_impl + 1));
   if (!vis || !impl) return false;
   if (n_impl) TRY(b->ort->Node_GetImplicitInputs(on, vis, n_impl));
-  for (size_t i = 0; i < n_impl; i++)
+  for (size_t i = 0; i < n_impl; i++) {
     if (!intern_value(b, vis[i], &impl[i])) return false;
+    if (impl[i] != IR_NONE) b->g->values[impl[i]].readers++;
+  }
   n->implicit = impl;
   n->n_implicit = (int)n_impl;
   return true;
@@ -352,20 +354,12 @@ static bool snapshot_node(builder *b, const OrtNode *on, int index) {
   int *ins = ir_arena_alloc(b->arena, sizeof(int) * (count + 1));
   if (!vis || !ins) return false;
   if (count) TRY(b->ort->Node_GetInputs(on, vis, count));
-  for (size_t i = 0; i < count; i++)
+  for (size_t i = 0; i < count; i++) {
     if (!intern_value(b, vis[i], &ins[i])) return false;
+    if (ins[i] != IR_NONE) b->g->values[ins[i]].readers++;
+  }
   n->inputs = ins;
   n->n_inputs = (int)count;
-
-  TRY(b->ort->Node_GetNumImplicitInputs(on, &count));
-  vis = ir_arena_alloc(b->arena, sizeof(*vis) * (count + 1));
-  int *implicit = ir_arena_alloc(b->arena, sizeof(int) * (count + 1));
-  if (!vis || !implicit) return false;
-  if (count) TRY(b->ort->Node_GetImplicitInputs(on, vis, count));
-  for (size_t i = 0; i < count; i++)
-    if (!intern_value(b, vis[i], &implicit[i])) return false;
-  n->implicit_inputs = implicit;
-  n->n_implicit_inputs = (int)count;
 
   TRY(b->ort->Node_GetNumOutputs(on, &count));
   vis = ir_arena_alloc(b->arena, sizeof(*vis) * (count + 1));

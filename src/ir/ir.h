@@ -57,6 +57,7 @@ typedef struct ir_value {
   bool is_graph_input, is_graph_output;
   bool is_outer_scope; /* in a subgraph: a value of an enclosing graph, resolved by name */
   int producer; /* node index or IR_NONE */
+  int readers;  /* node inputs in this graph that read the value, a subgraph's implicit ones too */
 } ir_value;
 
 typedef enum ir_attr_type {
@@ -87,8 +88,6 @@ typedef struct ir_node {
   int n_inputs, n_outputs, n_attrs;
   const int *inputs;  /* value indices; IR_NONE for an omitted optional input */
   const int *outputs; /* value indices; IR_NONE for an omitted optional output */
-  int n_implicit_inputs;
-  const int *implicit_inputs; /* values its subgraphs (If/Loop/Scan bodies) read from outside */
   const ir_attr *attrs;
   const char *assigned_ep; /* "" unless ORT already assigned the node to an EP */
   const OrtNode *ort_node; /* only valid while ORT's graph is */

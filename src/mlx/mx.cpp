@@ -960,7 +960,7 @@ int mx_sdpa(mx_ctx *ctx, mx_array *out, mx_array q, mx_array k, mx_array v, floa
   });
 }
 
-/* --- compiled functions ------------------------------------------------------------------ */
+/* --- host kernels (CPU device) ------------------------------------------------------------ */
 int mx_host_kernel(mx_ctx *ctx, mx_array *out, const char *name, mx_host_fn fn,
                    const void *params, size_t params_size, const mx_array *inputs, int n_inputs,
                    const int *shape, int ndim, mx_dtype dtype) {
@@ -978,6 +978,7 @@ int mx_host_kernel(mx_ctx *ctx, mx_array *out, const char *name, mx_host_fn fn,
 
 }  // extern "C"
 
+/* --- compiled functions ------------------------------------------------------------------ */
 struct mx_compiled {
   std::function<std::vector<mc::array>(const std::vector<mc::array> &)> fn;
 };

@@ -285,19 +285,6 @@ static int translate_sign(tr_ctx *t, const ir_node *n, const op_row *r) {
   return tr_out_cast(t, 0, y);
 }
 
-/* The only reader of value v in g is one node input (no other input, no subgraph, no output). */
-static bool read_once(const ir_graph *g, int v) {
-  if (g->values[v].is_graph_output) return false;
-  int reads = 0;
-  for (int i = 0; i < g->n_nodes; i++) {
-    const ir_node *n = &g->nodes[i];
-    for (int j = 0; j < n->n_inputs; j++) reads += n->inputs[j] == v;
-    for (int j = 0; j < n->n_implicit_inputs; j++) reads += n->implicit_inputs[j] == v;
-    for (int j = 0; j < n->n_implicit; j++) reads += n->implicit[j] == v;
-  }
-  return reads == 1;
-}
-
 /* Add of a MatMul's product (read nowhere else) and a float32 bias [N] on the CPU device, in a
  * graph built for one shape (eager or keyed): one addmm, so that BLAS accumulates onto the bias
  * instead of zeroing its output and MLX adding a broadcast row in its strided (scalar) loop.
@@ -309,7 +296,7 @@ static int translate_add(tr_ctx *t, const ir_node *n, const op_row *r) {
       const ir_value *pv = v >= 0 ? &t->g->values[v] : NULL;
       mx_array product = tr_in(t, i), bias = tr_in(t, 1 - i), y;
       if (!pv || pv->producer < 0 || strcmp(t->g->nodes[pv->producer].op_type, "MatMul") != 0 ||
-          t->g->nodes[pv->producer].domain[0] != 0 || !read_once(t->g, v))
+          t->g->nodes[pv->producer].domain[0] != 0 || pv->readers != 1 || pv->is_graph_output)
         continue;
       if (mx_dtype_of(product) != MX_FLOAT32 || mx_dtype_of(bias) != MX_FLOAT32 ||
           mx_ndim(bias) != 1 || mx_ndim(product) < 2 || mx_dim(bias, 0) != mx_dim(product, -1))
