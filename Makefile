@@ -13,7 +13,7 @@ BUILD     := build
 LIB       := $(BUILD)/libonnxruntime_ep_mlx.so
 STAMP     := .deps/setup.stamp
 
-C_SRCS    := $(sort $(wildcard src/ep/*.c src/ir/*.c src/plan/*.c src/ops/*.c src/mlx/*.c))
+C_SRCS    := $(sort $(wildcard src/ep/*.c src/ir/*.c src/plan/*.c src/ops/*.c src/mlx/*.c src/blas/*.c))
 CXX_SRCS  := src/mlx/mx.cpp
 OBJS      := $(C_SRCS:%.c=$(BUILD)/%.o) $(CXX_SRCS:%.cpp=$(BUILD)/%.o)
 DEPS      := $(OBJS:.o=.d)

@@ -1,7 +1,8 @@
 """A matrix product's bias folded into one addmm on the CPU device (src/ops/elementwise.c's Add,
-src/ops/math.c's Gemm; bridge: mx_fold_into_product). Folding happens only where the graph is
-built for one shape (eager, or compiled keyed on shapes), only when the MatMul's product is read
-by the Add alone, and only for a float32 bias [N]. Each case is checked against ORT's CPU
+src/ops/math.c's Gemm; bridge: mx_fold_into_product), or, for a MatMul whose constant weight was
+packed once (src/ops/matmul_cpu.c), into that product's host kernel. Folding happens only where
+the graph is built for one shape (eager, or compiled keyed on shapes), only when the MatMul's
+product is read by the Add alone, and only for a float32 bias [N]. Each case is checked against ORT's CPU
 provider, and the verbose summary's node path proves whether the fold happened: correct output
 alone cannot tell a folded Add from a plain one."""
 import gc
@@ -17,9 +18,11 @@ import mlx_harness as harness
 
 pytestmark = pytest.mark.cpu_device
 FOLDED = "folded into the MatMul (addmm)"
+FOLDED_PACKED = "folded into the MatMul (packed weight)"
+NO_HOST = {"ONNXRUNTIME_EP_MLX_NO_HOST_MATH": "1"}  # MLX's product: the addmm fold
 
 
-def run(model, feeds, monkeypatch, capfd, env, ort_fusions=False):
+def run(model, feeds, monkeypatch, capfd, env, ort_fusions=False, atol=1e-5):
     """ORT's own graph optimisations are off unless asked for: they turn MatMul + Add into a
     Gemm (MatMulAddFusion) before the EP sees the graph."""
     for k, v in env.items():
@@ -36,7 +39,7 @@ def run(model, feeds, monkeypatch, capfd, env, ort_fusions=False):
     del s
     gc.collect()
     for g, r in zip(got, ref):
-        np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(g, r, rtol=1e-5, atol=atol)
     return capfd.readouterr().err
 
 
@@ -61,20 +64,26 @@ KEYED = {"ONNXRUNTIME_EP_MLX_NO_SHAPELESS": "1"}
 EAGER = {"ONNXRUNTIME_EP_MLX_NO_COMPILE": "1"}
 
 
+@pytest.mark.parametrize("packed", [True, False], ids=["packed", "mlx-product"])
 @pytest.mark.parametrize("env", [KEYED, EAGER], ids=["keyed", "eager"])
 @pytest.mark.parametrize("a,b,bias_first", [((1, 16, 24), (24, 8), False),
                                             ((2, 3, 16, 24), (24, 8), True),
-                                            ((16, 24), (24, 8), False)],
-                         ids=["3d", "4d-bias-first", "2d"])
-def test_bias_folds_into_the_product(a, b, bias_first, env, monkeypatch, capfd):
+                                            ((16, 24), (24, 8), False),
+                                            ((3, 37, 700), (700, 45), False)],
+                         ids=["3d", "4d-bias-first", "2d", "tails-two-k-blocks"])
+def test_bias_folds_into_the_product(a, b, bias_first, env, packed, monkeypatch, capfd):
     model, feeds = matmul_add(a, b, (b[-1],), bias_first)
-    err = run(model, feeds, monkeypatch, capfd, env)
-    assert f"node 'add' (Add): {FOLDED}" in err, err[-2000:]
+    # sums of a[-1] products of unit normals, in another order than ORT's: float32 rounding
+    atol = 1e-5 * max(1.0, a[-1] / 24)
+    err = run(model, feeds, monkeypatch, capfd, env if packed else {**env, **NO_HOST}, atol=atol)
+    assert f"node 'add' (Add): {FOLDED_PACKED if packed else FOLDED}" in err, err[-2000:]
+    assert ("node 'mm' (MatMul): packed weight (CPU)" in err) == packed, err[-2000:]
 
 
 @pytest.mark.parametrize("case", ["shapeless", "product-read-twice", "bias-2d", "batched-b"])
 def test_bias_stays_a_plain_add(case, monkeypatch, capfd):
-    env = {} if case == "shapeless" else KEYED
+    # a constant weight makes the group keyed on the CPU device (packed): off, to stay shapeless
+    env = NO_HOST if case == "shapeless" else KEYED
     if case == "bias-2d":
         model, feeds = matmul_add((1, 16, 24), (24, 8), (16, 8))
     elif case == "batched-b":  # a 3-D right operand: MLX's product is not one matrix product

@@ -53,8 +53,9 @@ def run_child(tmp_path, name, env, model=None, stale=()):
         x = np.random.default_rng(0).standard_normal((64, 256)).astype(np.float32) * 3
         np.save({str(out)!r}, s.run(None, {{"x": x}})[0])
     """)
+    # keyed, and erf and softmax composed (not host kernels): MLX compiles kernels
     full = dict(os.environ, TMPDIR=str(tmp), ONNXRUNTIME_EP_MLX_VERBOSE="1",
-                ONNXRUNTIME_EP_MLX_NO_SHAPELESS="1", **env)  # keyed: MLX compiles kernels
+                ONNXRUNTIME_EP_MLX_NO_SHAPELESS="1", ONNXRUNTIME_EP_MLX_NO_HOST_MATH="1", **env)
     full.pop("TMP", None), full.pop("TEMP", None), full.pop("TEMPDIR", None)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full)
     assert r.returncode == 0, r.stderr[-3000:]

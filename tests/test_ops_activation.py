@@ -134,8 +134,10 @@ def test_softmax_in_a_chain():
 
 
 # --- compiled groups ----------------------------------------------------------------------------
-def test_compiled_shapeless_opset20_chain(capfd):
-    """All rows are shapeless: one compiled function serves two batch sizes."""
+def test_compiled_shapeless_opset20_chain(capfd, monkeypatch):
+    """All rows are shapeless: one compiled function serves two batch sizes. (Softmax is a host
+    kernel on the CPU device, keyed on shapes there: switched off, to compile shapeless.)"""
+    monkeypatch.setenv("ONNXRUNTIME_EP_MLX_NO_HOST_MATH", "1")
     nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
              helper.make_node("Sigmoid", ["a"], ["b"], name="sigmoid"),
              helper.make_node("Tanh", ["x"], ["c"], name="tanh"),
@@ -149,8 +151,10 @@ def test_compiled_shapeless_opset20_chain(capfd):
                       [{"x": harness.rand((5, 3, 7), seed=3)}], capfd)
 
 
-def test_compiled_shapeless_coerced_softmax(capfd):
-    """The 2-D coercion is a softmax over [axis, rank): no shape is baked into the trace."""
+def test_compiled_shapeless_coerced_softmax(capfd, monkeypatch):
+    """The 2-D coercion is a softmax over [axis, rank): no shape is baked into the trace. (Host
+    kernels switched off, as above.)"""
+    monkeypatch.setenv("ONNXRUNTIME_EP_MLX_NO_HOST_MATH", "1")
     nodes = [helper.make_node("Softmax", ["x"], ["a"], name="softmax"),
              helper.make_node("LogSoftmax", ["a"], ["y"], name="logsoftmax", axis=2)]
     m = harness.make_model(nodes, [("x", TensorProto.FLOAT, ("N", "M", 4))],

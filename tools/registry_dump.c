@@ -47,6 +47,7 @@ static void print_types(uint32_t mask) {
 static const char *class_name(op_compile_class c) {
   switch (c) {
     case OP_SHAPELESS: return "shapeless";
+    case OP_SHAPELESS_GPU: return "shapeless (GPU), shape-keyed (CPU)";
     case OP_SHAPE_KEYED: return "shape-keyed";
     case OP_VALUE_KEYED: return "value-keyed";
     case OP_EAGER: return "eager";

@@ -3,7 +3,9 @@
  * compile live in their own files), owns the session's plans (compute infos only point at them)
  * and prints the per-group summary when ORT releases the EP with verbose on.
  */
+#include "blas/sgemm.h"
 #include "mlx/blas_binding.h"
+#include "ops/host_math.h"
 #include "mlx/cpu_kernels.h"
 #include "ep/ep_types.h"
 #include "plan/plan.h"
@@ -30,7 +32,11 @@ static void check_blas(void) { blas_as_built = blas_binding_check(blas_note, siz
 static void report_blas(const mlx_ep *ep) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, check_blas);
-  if (ep->options.verbose) fprintf(stderr, "[%s] BLAS: %s\n", EP_NAME, blas_note);
+  if (ep->options.verbose)
+    fprintf(stderr, "[%s] BLAS: %s%s\n", EP_NAME, blas_note,
+            blas_as_built ? (ep->own_sgemm ? " (the plugin's own sgemm)"
+                                           : " (the plugin hands sgemm to OpenBLAS)")
+                          : "");
   if (blas_as_built || !ep->logger) return;
   char msg[1200];
   snprintf(msg, sizeof msg, "%s: %s", EP_NAME, blas_note);
@@ -73,6 +79,10 @@ OrtStatus *ep_create(ep_factory *factory, const OrtSessionOptions *so, const Ort
               avx2_kernels_note ? avx2_kernels_note : "");
   }
   if (ep->options.device == MX_DEVICE_CPU) {
+    /* process-wide: the last session's settings hold */
+    ep->own_sgemm = ep_sgemm_use_own(ep->options.own_sgemm);
+    ep_sgemm_use_portable(ep->options.portable_sgemm);
+    hm_set_enabled(ep->options.host_math);
     report_blas(ep);
     if (ep->options.cpu_cache_mb > 0) use_buffer_cache(ep);
   }

@@ -29,6 +29,9 @@ typedef struct ep_options {
   bool fast_kernels;      /* off with ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN=1 */
   bool path_trial;        /* off with ONNXRUNTIME_EP_MLX_NO_PATH_TRIAL=1 */
   bool avx2_kernels;      /* off with ONNXRUNTIME_EP_MLX_NO_AVX2_KERNELS=1 (mlx/cpu_kernels.c) */
+  bool own_sgemm;         /* off with ONNXRUNTIME_EP_MLX_NO_OWN_SGEMM=1 (blas/sgemm.c) */
+  bool host_math;         /* off with ONNXRUNTIME_EP_MLX_NO_HOST_MATH=1 (ops/host_math.c) */
+  bool portable_sgemm;    /* on with ONNXRUNTIME_EP_MLX_PORTABLE_SGEMM=1 (blas/sgemm_kernel.c) */
   long cpu_cache_mb;      /* option cpu_cache_mb: MLX's CPU buffer cache at least this (0: MLX's) */
 } ep_options;
 
@@ -47,6 +50,7 @@ typedef struct mlx_ep {
   const OrtApi *ort;
   ep_options options;
   const OrtLogger *logger;
+  bool own_sgemm;      /* the plugin's own product serves MLX's CPU matrix products */
   struct plan **plans; /* every plan compiled for this session; the EP owns them */
   int n_plans, cap_plans;
 } mlx_ep;

@@ -12,7 +12,11 @@
  * ONNXRUNTIME_EP_MLX_NO_SHAPELESS=1 compiles keyed on input shapes instead of shapeless;
  * ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN=1 keeps LinearAttention on its composed path;
  * ONNXRUNTIME_EP_MLX_NO_PATH_TRIAL=1 keeps compiled groups compiled without timing eager runs;
- * ONNXRUNTIME_EP_MLX_NO_AVX2_KERNELS=1 leaves MLX's CPU kernel compiler as it is (cpu_kernels.c).
+ * ONNXRUNTIME_EP_MLX_NO_AVX2_KERNELS=1 leaves MLX's CPU kernel compiler as it is (cpu_kernels.c);
+ * ONNXRUNTIME_EP_MLX_NO_OWN_SGEMM=1 hands MLX's CPU matrix products to OpenBLAS (blas/sgemm.c);
+ * ONNXRUNTIME_EP_MLX_PORTABLE_SGEMM=1 runs them with the portable kernels (for tests);
+ * ONNXRUNTIME_EP_MLX_NO_HOST_MATH=1 composes softmax, layer norm and erf on the CPU device from
+ * MLX operations instead of running them as host kernels (ops/host_math.c).
  */
 #include "ep/ep_types.h"
 
@@ -49,6 +53,9 @@ OrtStatus *ep_options_parse(const OrtApi *ort, const OrtSessionOptions *so, ep_o
   out->fast_kernels = !env_flag("ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN");
   out->path_trial = !env_flag("ONNXRUNTIME_EP_MLX_NO_PATH_TRIAL");
   out->avx2_kernels = !env_flag("ONNXRUNTIME_EP_MLX_NO_AVX2_KERNELS");
+  out->own_sgemm = !env_flag("ONNXRUNTIME_EP_MLX_NO_OWN_SGEMM");
+  out->portable_sgemm = env_flag("ONNXRUNTIME_EP_MLX_PORTABLE_SGEMM");
+  out->host_math = !env_flag("ONNXRUNTIME_EP_MLX_NO_HOST_MATH");
   out->cpu_cache_mb = 1024;
   if (!so) return NULL;
   char value[1024];

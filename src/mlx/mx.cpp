@@ -262,8 +262,16 @@ struct Elementwise {
  * is the one given at construction, so output_shapes (asked only by shapeless compile) refuses. */
 class HostKernel : public mc::UnaryPrimitive {
  public:
-  HostKernel(mc::Stream s, std::string name, mx_host_fn fn, std::vector<char> params)
-      : mc::UnaryPrimitive(s), name_(std::move(name)), fn_(fn), params_(std::move(params)) {}
+  HostKernel(mc::Stream s, std::string name, mx_host_fn fn, std::vector<char> params,
+             unsigned flags)
+      : mc::UnaryPrimitive(s), name_(std::move(name)), fn_(fn), params_(std::move(params)),
+        flags_(flags) {}
+
+  /* The same kernel with one more input (flags cleared: it takes no further one). */
+  std::shared_ptr<HostKernel> with_extra_input() {
+    return std::make_shared<HostKernel>(stream(), name_, fn_, params_, 0u);
+  }
+  unsigned flags() const { return flags_; }
 
   void eval_cpu(const std::vector<mc::array> &inputs, mc::array &out) override {
     out.set_data(mc::allocator::malloc(out.nbytes()));
@@ -291,6 +299,7 @@ class HostKernel : public mc::UnaryPrimitive {
   std::string name_;
   mx_host_fn fn_;
   std::vector<char> params_;
+  unsigned flags_;
 };
 
 }  // namespace
@@ -771,6 +780,16 @@ int mx_fold_into_product(mx_ctx *ctx, mx_array *out, mx_array product, mx_array 
   MX_GUARD(ctx, out, {
     const mc::array &p = A(product);
     if (!p.has_primitive()) return MX_OK;
+    if (auto *host = dynamic_cast<HostKernel *>(&p.primitive())) {
+      const mc::array &row = A(c);
+      if (!(host->flags() & MX_HOST_TAKES_BIAS_ROW) || row.ndim() != 1 || p.ndim() < 1 ||
+          row.shape(0) != p.shape(-1) || row.dtype() != p.dtype())
+        return MX_OK;
+      std::vector<mc::array> ins = p.inputs();
+      ins.push_back(mc::contiguous(row, false, p.primitive().stream()));
+      return keep(ctx, out, mc::array(p.shape(), p.dtype(), host->with_extra_input(),
+                                      std::move(ins)));
+    }
     mc::array m = p;
     /* by name: libmlx does not export its primitives' type information */
     const char *top = p.primitive().name();
@@ -783,6 +802,11 @@ int mx_fold_into_product(mx_ctx *ctx, mx_array *out, mx_array product, mx_array 
     if (reshaped) sum = mc::reshape(sum, p.shape(), device_of(ctx));
     return keep(ctx, out, std::move(sum));
   });
+}
+
+bool mx_is_host_kernel(mx_array a) {
+  const mc::array &x = A(a);
+  return x.has_primitive() && dynamic_cast<HostKernel *>(&x.primitive()) != nullptr;
 }
 
 int mx_softmax(mx_ctx *ctx, mx_array *out, mx_array a, const int *axes, int naxes) {
@@ -963,7 +987,7 @@ int mx_sdpa(mx_ctx *ctx, mx_array *out, mx_array q, mx_array k, mx_array v, floa
 /* --- host kernels (CPU device) ------------------------------------------------------------ */
 int mx_host_kernel(mx_ctx *ctx, mx_array *out, const char *name, mx_host_fn fn,
                    const void *params, size_t params_size, const mx_array *inputs, int n_inputs,
-                   const int *shape, int ndim, mx_dtype dtype) {
+                   const int *shape, int ndim, mx_dtype dtype, unsigned flags) {
   MX_GUARD(ctx, out, {
     if (ctx->device != MX_DEVICE_CPU)
       throw std::invalid_argument(std::string("host kernel ") + name + " needs the CPU device");
@@ -971,7 +995,8 @@ int mx_host_kernel(mx_ctx *ctx, mx_array *out, const char *name, mx_host_fn fn,
     std::vector<mc::array> ins;
     for (int i = 0; i < n_inputs; i++) ins.push_back(mc::contiguous(A(inputs[i]), false, s));
     const char *p = static_cast<const char *>(params);
-    auto prim = std::make_shared<HostKernel>(s, name, fn, std::vector<char>(p, p + params_size));
+    auto prim = std::make_shared<HostKernel>(s, name, fn, std::vector<char>(p, p + params_size),
+                                             flags);
     return keep(ctx, out, mc::array(to_shape(shape, ndim), to_mlx(dtype), prim, std::move(ins)));
   });
 }

@@ -153,10 +153,14 @@ int mx_matmul(mx_ctx *ctx, mx_array *out, mx_array a, mx_array b);
 int mx_addmm(mx_ctx *ctx, mx_array *out, mx_array c, mx_array a, mx_array b);
 /* product + c as one addmm when `product` is a 2-D-right-operand matrix product built by
  * mx_matmul (MLX's Matmul, under the unflatten MLX adds for a batched left operand): BLAS then
- * accumulates onto c. *out is NULL (and MX_OK returned) when product is not such a product.
+ * accumulates onto c; or, when product is a host kernel built with MX_HOST_TAKES_BIAS_ROW and c
+ * a row of its last dimension, the same kernel with c as its extra input. *out is NULL (and
+ * MX_OK returned) when product is neither.
  * The caller must know that nothing else reads `product` (it would be computed twice) and that
  * the graph is not traced shapeless (addmm fixes c's broadcast). */
 int mx_fold_into_product(mx_ctx *ctx, mx_array *out, mx_array product, mx_array c);
+/* Whether a is the output of a host kernel (mx_host_kernel). */
+bool mx_is_host_kernel(mx_array a);
 int mx_softmax(mx_ctx *ctx, mx_array *out, mx_array a, const int *axes, int naxes);
 int mx_layer_norm(mx_ctx *ctx, mx_array *out, mx_array x, mx_array weight, mx_array bias,
                   float eps); /* last axis; weight/bias may be NULL */
@@ -286,9 +290,12 @@ typedef struct mx_host_tensor {
 } mx_host_tensor;
 typedef void (*mx_host_fn)(const mx_host_tensor *inputs, int n_inputs, const mx_host_tensor *out,
                            const void *params);
+/* flags: MX_HOST_TAKES_BIAS_ROW: fn also accepts one more input, a row of the output's last
+ * dimension to add to every row (mx_fold_into_product appends it). */
+enum { MX_HOST_TAKES_BIAS_ROW = 1 };
 int mx_host_kernel(mx_ctx *ctx, mx_array *out, const char *name, mx_host_fn fn,
                    const void *params, size_t params_size, const mx_array *inputs, int n_inputs,
-                   const int *shape, int ndim, mx_dtype dtype);
+                   const int *shape, int ndim, mx_dtype dtype, unsigned flags);
 
 #ifdef __cplusplus
 }

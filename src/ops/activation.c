@@ -14,6 +14,7 @@
  */
 #include "ops/families.h"
 #include "ops/fastmath.h"
+#include "ops/host_math.h"
 #include "plan/translate.h"
 
 #include <math.h>
@@ -292,7 +293,10 @@ static int translate_softmax(tr_ctx *t, const ir_node *n, const op_row *r) {
   int axes[MX_MAX_RANK], k = 0;
   TR_TRY(sm_axes(t, n, mx_ndim(x), axes, &k));
   if (r->code == SM_SOFTMAX) {
-    if (fm_applies(t, x)) { /* MLX's CPU softmax runs its scalar exp */
+    if (hm_applies(t, x) && k == 1 && axes[0] == mx_ndim(x) - 1) { /* one pass per row */
+      TR_TRY(hm_softmax_last(t, x, &y));
+      tr_note_path(t, "host kernel (CPU)");
+    } else if (fm_applies(t, x)) { /* MLX's CPU softmax runs its scalar exp */
       TR_TRY(fm_softmax(t, x, axes, k, &y));
       tr_note_path(t, "composed (CPU)");
     } else {
@@ -356,10 +360,11 @@ const op_row ops_activation_rows[] = {
     UNARY("Tanh", 6, 13, MX_TANH, OP_FLOATS | OP_F64),
     {"", "Gelu", 20, 20, claim_gelu, translate_gelu, OP_SHAPELESS, OP_FLOATS, 0,
      "approximate 'none' or 'tanh'; half types computed in float32"},
-    {"", "Softmax", 1, 12, claim_softmax, translate_softmax, OP_SHAPELESS, OP_FLOATS, SM_SOFTMAX,
-     "coerced to 2-D at axis (default 1): softmax over axes [axis, rank)"},
-    {"", "Softmax", 13, 13, claim_softmax, translate_softmax, OP_SHAPELESS, OP_FLOATS,
-     SM_SOFTMAX, "one axis (default -1)"},
+    {"", "Softmax", 1, 12, claim_softmax, translate_softmax, OP_SHAPELESS_GPU, OP_FLOATS,
+     SM_SOFTMAX, "coerced to 2-D at axis (default 1): softmax over axes [axis, rank); CPU: "
+     "float32 over the last axis a host kernel"},
+    {"", "Softmax", 13, 13, claim_softmax, translate_softmax, OP_SHAPELESS_GPU, OP_FLOATS,
+     SM_SOFTMAX, "one axis (default -1); CPU: float32 over the last axis a host kernel"},
     {"", "LogSoftmax", 1, 12, claim_softmax, translate_softmax, OP_SHAPELESS, OP_FLOATS,
      SM_LOG_SOFTMAX, "coerced to 2-D at axis (default 1): over axes [axis, rank)"},
     {"", "LogSoftmax", 13, 13, claim_softmax, translate_softmax, OP_SHAPELESS, OP_FLOATS,

@@ -4,12 +4,16 @@
  */
 #include "ops/families.h"
 #include "ops/fastmath.h"
+#include "ops/host_math.h"
 #include "plan/translate.h"
 
 int op_translate_unary(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)n;
   mx_array y, x = tr_in(t, 0);
-  if (fm_has_unary(r->code) && fm_applies(t, x)) { /* MLX's CPU exp is scalar code */
+  if (r->code == MX_ERF && hm_applies(t, x)) { /* erf in one pass, not a composition */
+    TR_TRY(hm_erf(t, x, &y));
+    tr_note_path(t, "host kernel (CPU)");
+  } else if (fm_has_unary(r->code) && fm_applies(t, x)) { /* MLX's CPU exp is scalar code */
     TR_TRY(fm_unary(t, r->code, x, &y));
     tr_note_path(t, "composed (CPU)");
   } else {

@@ -10,14 +10,7 @@
  * before it is added (no fused multiply-add), taps in row-major order, as the per-tap graph did.
  */
 #include "ops/conv.h"
-
-#include <string.h>
-
-typedef float f32x8 __attribute__((vector_size(32)));
-
-/* Eight floats from anywhere (no alignment assumed); a macro, since passing 32-byte vectors
- * through functions changes the ABI between the two builds below. */
-#define LOAD8(v, p) memcpy(&(v), (p), sizeof(f32x8))
+#include "ops/host_simd.h"
 
 enum { TAPS_PER_PASS = 64 }; /* taps whose offsets one pass over the channels holds */
 
@@ -58,13 +51,6 @@ static inline __attribute__((always_inline)) void taps_sum(float *y, const float
   }
 }
 
-/* Built twice on x86-64 GCC, for AVX2 and for the baseline, picked by the loader for this CPU;
- * FMA stays off in both, so both give the same bits. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define HOST_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define HOST_CLONES
-#endif
 
 /* For each output position: the offsets of the taps that land inside the input (the others
  * read zero padding and add nothing), then their sum over the channels, TAPS_PER_PASS taps per
@@ -120,5 +106,5 @@ int depthwise_loop_build(tr_ctx *t, mx_array x, mx_array rows, mx_array bias,
   shape[0] = g->n, shape[nd + 1] = g->c;
   for (int i = 0; i < nd; i++) shape[1 + i] = g->out[3 - nd + i];
   return mx_host_kernel(t->mx, y, "depthwise convolution", depthwise_loop, g, sizeof *g, ins,
-                        bias ? 3 : 2, shape, nd + 2, MX_FLOAT32);
+                        bias ? 3 : 2, shape, nd + 2, MX_FLOAT32, 0);
 }

@@ -301,9 +301,11 @@ static int translate_add(tr_ctx *t, const ir_node *n, const op_row *r) {
       if (mx_dtype_of(product) != MX_FLOAT32 || mx_dtype_of(bias) != MX_FLOAT32 ||
           mx_ndim(bias) != 1 || mx_ndim(product) < 2 || mx_dim(bias, 0) != mx_dim(product, -1))
         continue;
+      bool packed = mx_is_host_kernel(product); /* matmul_cpu.c's, with a packed weight */
       TR_TRY(mx_fold_into_product(t->mx, &y, product, bias));
       if (!y) continue;
-      tr_note_path(t, "folded into the MatMul (addmm)");
+      tr_note_path(t, packed ? "folded into the MatMul (packed weight)"
+                             : "folded into the MatMul (addmm)");
       return tr_out(t, 0, y);
     }
   }
@@ -371,7 +373,8 @@ const op_row ops_elementwise_rows[] = {
     UNARY("Log", 6, 13, MX_LOG, OP_FLOATS | OP_F64),
     UNARY("Sqrt", 6, 13, MX_SQRT, OP_FLOATS | OP_F64),
     UNARY("Reciprocal", 6, 13, MX_RECIPROCAL, OP_FLOATS | OP_F64),
-    UNARY("Erf", 9, 13, MX_ERF, OP_FLOATS),
+    {"", "Erf", 9, 13, NULL, op_translate_unary, OP_SHAPELESS_GPU, OP_FLOATS, MX_ERF,
+     "CPU, float32: a host kernel"},
     UNARY("Sin", 7, 22, MX_SIN, OP_FLOATS),
     UNARY("Cos", 7, 22, MX_COS, OP_FLOATS),
     UNARY("Tan", 7, 22, MX_TAN, OP_FLOATS),

@@ -9,10 +9,19 @@
  */
 #include "ops/fastmath.h"
 
-static const double LOG2E = 1.4426950408889634, LN2_HI = 0.693145751953125,
-                    LN2_LO = 1.428606765330187e-06;
-static const double EXP_POLY[] = {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
-                                  4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1};
+const double FM_LOG2E = 1.4426950408889634, FM_LN2_HI = 0.693145751953125,
+             FM_LN2_LO = 1.428606765330187e-06;
+const double FM_EXP_POLY[FM_EXP_TERMS] = {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
+                                          4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1};
+const double FM_ERF_TAYLOR[FM_ERF_TAYLOR_TERMS] = {
+    1.1283791670955126,      -0.37612638903183754,    0.11283791670955126,
+    -0.026866170645131252,   0.005223977625442188,    -0.0008548327023450853,
+    0.00012055332981789664,  -1.4925650358406251e-05, 1.6462114365889246e-06,
+    -1.6365844691234924e-07, 1.4807192815879218e-08};
+const double FM_ERFC_CHEB[FM_ERFC_CHEB_TERMS] = {-1.26551223, 1.00002368,  0.37409196,
+                                                 0.09678418,  -0.18628806, 0.27886807,
+                                                 -1.13520398, 1.48851587,  -0.82215223,
+                                                 0.17087277};
 
 bool fm_applies(const tr_ctx *t, mx_array x) {
   /* Keyed traces only: compiled, the composition is one fused loop (4.4x MLX's exp over 196k
@@ -62,17 +71,17 @@ int fm_exp(tr_ctx *t, mx_array x, mx_array *out) {
   TR_TRY(scalar(t, -104.0, &lo));
   TR_TRY(scalar(t, 89.0, &hi));
   TR_TRY(mx_clip(t->mx, &xc, x, lo, hi));
-  TR_TRY(axpb(t, xc, LOG2E, 0.0, &n));
+  TR_TRY(axpb(t, xc, FM_LOG2E, 0.0, &n));
   TR_TRY(round_int(t, n, &n));
-  TR_TRY(axpb(t, n, -LN2_HI, 0.0, &tmp));
+  TR_TRY(axpb(t, n, -FM_LN2_HI, 0.0, &tmp));
   TR_TRY(mx_binary(t->mx, &r, MX_ADD, xc, tmp));
-  TR_TRY(axpb(t, n, -LN2_LO, 0.0, &tmp));
+  TR_TRY(axpb(t, n, -FM_LN2_LO, 0.0, &tmp));
   TR_TRY(mx_binary(t->mx, &r, MX_ADD, r, tmp));
-  TR_TRY(scalar(t, EXP_POLY[0], &p));
-  for (size_t i = 1; i < sizeof EXP_POLY / sizeof EXP_POLY[0]; i++) {
+  TR_TRY(scalar(t, FM_EXP_POLY[0], &p));
+  for (int i = 1; i < FM_EXP_TERMS; i++) {
     mx_array c;
     TR_TRY(mx_binary(t->mx, &p, MX_MULTIPLY, p, r));
-    TR_TRY(scalar(t, EXP_POLY[i], &c));
+    TR_TRY(scalar(t, FM_EXP_POLY[i], &c));
     TR_TRY(mx_binary(t->mx, &p, MX_ADD, p, c));
   }
   /* y = p r^2 + r + 1 */
@@ -110,16 +119,9 @@ static int horner(tr_ctx *t, mx_array z, const double *c, int n, mx_array *out) 
  * erfc(a) = t exp(-a^2 + P(t)), t = 1 / (1 + a / 2) (fractional error below 1.2e-7, and erfc
  * is at most 0.16 there), signed back. */
 static int fm_erf(tr_ctx *t, mx_array x, mx_array *out) {
-  static const double taylor[] = {
-      1.1283791670955126,     -0.37612638903183754,   0.11283791670955126,
-      -0.026866170645131252,  0.005223977625442188,   -0.0008548327023450853,
-      0.00012055332981789664, -1.4925650358406251e-05, 1.6462114365889246e-06,
-      -1.6365844691234924e-07, 1.4807192815879218e-08};
-  static const double cheb[] = {-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806,
-                                0.27886807, -1.13520398, 1.48851587, -0.82215223, 0.17087277};
   mx_array z, small, a, tt, one, half, poly, e, large, neg, is_small, zero;
   TR_TRY(mx_binary(t->mx, &z, MX_MULTIPLY, x, x));
-  TR_TRY(horner(t, z, taylor, (int)(sizeof taylor / sizeof taylor[0]), &small));
+  TR_TRY(horner(t, z, FM_ERF_TAYLOR, FM_ERF_TAYLOR_TERMS, &small));
   TR_TRY(mx_binary(t->mx, &small, MX_MULTIPLY, small, x));
   TR_TRY(mx_unary(t->mx, &a, MX_ABS, x));
   TR_TRY(scalar(t, 1.0, &one));
@@ -127,7 +129,7 @@ static int fm_erf(tr_ctx *t, mx_array x, mx_array *out) {
   TR_TRY(mx_binary(t->mx, &tt, MX_MULTIPLY, a, half));
   TR_TRY(mx_binary(t->mx, &tt, MX_ADD, tt, one));
   TR_TRY(mx_binary(t->mx, &tt, MX_DIVIDE, one, tt));
-  TR_TRY(horner(t, tt, cheb, (int)(sizeof cheb / sizeof cheb[0]), &poly));
+  TR_TRY(horner(t, tt, FM_ERFC_CHEB, FM_ERFC_CHEB_TERMS, &poly));
   TR_TRY(mx_binary(t->mx, &e, MX_SUBTRACT, poly, z)); /* -a^2 + P(t) */
   TR_TRY(fm_exp(t, e, &e));
   TR_TRY(mx_binary(t->mx, &e, MX_MULTIPLY, e, tt));    /* erfc(a) */

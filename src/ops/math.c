@@ -8,6 +8,7 @@
  * As in ONNX Runtime, beta == 0 drops C entirely (so infinities in C do not become NaNs).
  */
 #include "ops/families.h"
+#include "ops/matmul_cpu.h"
 #include "plan/translate.h"
 
 /* --- shared helpers ---------------------------------------------------------------------- */
@@ -36,10 +37,30 @@ static bool claim_matmul(const ir_graph *g, const ir_node *n, const op_row *r, o
   return true;
 }
 
+/* A constant 2-D weight: packed once for the CPU device's host kernel (matmul_cpu.c), so the
+ * node is shape-keyed there; shapeless elsewhere. */
+static op_compile_class matmul_class(const ir_graph *g, const ir_node *n) {
+  const ir_value *w = ir_input(g, n, 1);
+  return w && w->rank == 2 && op_input_is_const(g, n, 1) ? OP_SHAPELESS_GPU : OP_SHAPELESS;
+}
+
+static int prepare_matmul(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)n, (void)r;
+  mx_array packed;
+  if (!tr_input_is_constant(t, 1)) return MX_OK;
+  TR_TRY(matmul_cpu_prepare(t, tr_in(t, 1), &packed));
+  return packed ? tr_keep_derived(t, 0, packed) : MX_OK;
+}
+
 static int translate_matmul(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)n, (void)r;
-  mx_array a = tr_in(t, 0), b = tr_in(t, 1), y;
+  mx_array a = tr_in(t, 0), b = tr_in(t, 1), packed = tr_derived(t, 0), y;
   if (mx_ndim(a) == 0 || mx_ndim(b) == 0) return tr_fail(t, "MatMul operands must have rank >= 1");
+  if (matmul_cpu_applies(t, a, b, packed)) {
+    TR_TRY(matmul_cpu_build(t, a, b, packed, &y));
+    tr_note_path(t, "packed weight (CPU)");
+    return tr_out(t, 0, y);
+  }
   TR_TRY(mx_matmul(t->mx, &y, a, b));
   return tr_out_cast(t, 0, y);
 }
@@ -124,7 +145,8 @@ static int translate_gemm(tr_ctx *t, const ir_node *n, const op_row *r) {
 
 const op_row ops_math_rows[] = {
     {"", "MatMul", 1, 13, claim_matmul, translate_matmul, OP_SHAPELESS, MM_TYPES, 0,
-     "integer operands declined (MLX matmul is floating-point only)"},
+     "integer operands declined (MLX matmul is floating-point only); CPU: a constant float32 "
+     "weight is packed once", matmul_class, prepare_matmul},
     {"", "Gemm", 7, 10, claim_gemm, translate_gemm, OP_SHAPELESS, MM_TYPES, 0,
      "C required; integer operands declined"},
     {"", "Gemm", 11, 13, claim_gemm, translate_gemm, OP_SHAPELESS, MM_TYPES, 0,

@@ -15,6 +15,7 @@
  * overflow. stash_type other than 1 (float32 statistics) is declined.
  */
 #include "ops/families.h"
+#include "ops/host_math.h"
 #include "plan/translate.h"
 
 #include <math.h>
@@ -122,7 +123,13 @@ static int translate_layer_norm(tr_ctx *t, const ir_node *n, const op_row *r) {
   TR_TRY(tr_axis(t, ir_attr_int(n, "axis", -1), rank, &axis));
   float eps = ir_attr_float(n, "epsilon", 1e-5f);
   if (fast_path_ok(t, n, rank, axis)) {
-    TR_TRY(mx_layer_norm(t->mx, &y, x, scale, bias, eps));
+    int cols = mx_dim(x, -1);
+    if (hm_applies(t, x) && mx_dim(scale, 0) == cols && (!bias || mx_dim(bias, 0) == cols)) {
+      TR_TRY(hm_layer_norm_last(t, x, scale, bias, eps, &y));
+      tr_note_path(t, "host kernel (CPU)");
+    } else {
+      TR_TRY(mx_layer_norm(t->mx, &y, x, scale, bias, eps));
+    }
     return cast_to(t, 0, y);
   }
   int axes[MX_MAX_RANK], k = 0;
@@ -353,9 +360,9 @@ static int translate_lp_norm(tr_ctx *t, const ir_node *n, const op_row *r) {
 #define F32 "composed in float32"
 
 const op_row ops_norm_rows[] = {
-    ROW("LayerNormalization", 17, 17, claim_layer_norm, translate_layer_norm, OP_SHAPELESS,
-        "MLX fast kernel for last-axis, 1-D Scale/B, Y only; else " F32
-        "; stash_type other than 1 declined"),
+    ROW("LayerNormalization", 17, 17, claim_layer_norm, translate_layer_norm, OP_SHAPELESS_GPU,
+        "MLX fast kernel for last-axis, 1-D Scale/B, Y only (CPU, float32: a host kernel); "
+        "else " F32 "; stash_type other than 1 declined"),
     ROW("RMSNormalization", 23, 23, claim_rms_norm, translate_rms_norm, OP_SHAPELESS,
         "MLX fast kernel for last-axis, 1-D Scale of X's type; else " F32
         "; stash_type other than 1 declined"),

@@ -1,0 +1,334 @@
+/*
+ * The plugin's single-precision matrix product and the cblas_sgemm entry point that serves
+ * libmlx's CPU matrix products. The product is blocked the usual way for caches (B packed in
+ * KC x NC blocks, A in MC x KC blocks, register kernels of MR x NR in sgemm_kernel.c) and split
+ * over the pool's threads (workers.c) by columns of C, or by rows when C is narrow, so every
+ * element of C is computed by one thread in the same order whatever the thread count. On this
+ * project's 2-core machine it runs MiniLM's products at ORT's MLAS speed, where Debian's
+ * OpenBLAS ran them at 60-80 % of it (docs/BENCHMARKS.md). Packing reads any strides, so
+ * transposed operands cost no copy.
+ */
+#include "blas/sgemm.h"
+
+#include "blas/sgemm_internal.h"
+#include "blas/workers.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Products below this many multiply-adds run on the calling thread alone: waking the pool
+ * costs more than it saves. */
+static const double PARALLEL_MIN_FMAS = 1 << 17;
+
+static atomic_bool use_portable;
+static atomic_bool use_own = true;
+
+void ep_sgemm_use_portable(bool portable) { atomic_store(&use_portable, portable); }
+
+typedef struct product {
+  int m, n, k;
+  float alpha;
+  const float *a;
+  long rsa, csa;
+  const float *b;
+  long rsb, csb;
+  float *c;
+  long ldc;
+  bool add; /* C holds beta * C already: add the product to it */
+  sgemm_kernels kernels;
+  /* B packed ahead of time (ep_sgemm_pack) instead of b: every K block's panels, `width`
+   * columns a block, this product's columns starting at column `col0` */
+  const float *packed;
+  long width;
+  int col0;
+  const float *bias; /* with packed: a row added to every row of C, or NULL */
+} product;
+
+static int min_int(int a, int b) { return a < b ? a : b; }
+static int round_up(int v, int to) { return (v + to - 1) / to * to; }
+
+/* Packing buffers, one pair per thread, kept for the thread's life. */
+static pthread_key_t buffers_key;
+static pthread_once_t buffers_once = PTHREAD_ONCE_INIT;
+static void make_buffers_key(void) { pthread_key_create(&buffers_key, free); }
+
+static float *thread_buffers(void) {
+  pthread_once(&buffers_once, make_buffers_key);
+  float *buf = pthread_getspecific(buffers_key);
+  if (!buf) {
+    size_t floats = (size_t)SGEMM_MC * SGEMM_KC + (size_t)SGEMM_KC * SGEMM_NC;
+    buf = aligned_alloc(64, floats * sizeof *buf);
+    if (buf && pthread_setspecific(buffers_key, buf) != 0) free(buf), buf = NULL;
+  }
+  return buf;
+}
+
+/* mc x kc of alpha * A into panels of MR rows, each stored k-major; the last panel is padded
+ * with zeros. */
+static void pack_a(const float *a, long rs, long cs, int mc, int kc, float alpha, float *dst) {
+  for (int i0 = 0; i0 < mc; i0 += SGEMM_MR) {
+    int mr = min_int(SGEMM_MR, mc - i0);
+    for (int p = 0; p < kc; p++, dst += SGEMM_MR) {
+      const float *col = a + i0 * rs + p * cs;
+      int r = 0;
+      for (; r < mr; r++) dst[r] = alpha * col[r * rs];
+      for (; r < SGEMM_MR; r++) dst[r] = 0.0f;
+    }
+  }
+}
+
+/* kc x nc of B into panels of NR columns, each stored k-major; the last panel is padded with
+ * zeros. A row-major B is read row by row, in memory order: B is often a weight matrix just
+ * fetched from memory, where a walk down 16-column strips would cost a stream per row. */
+static void pack_b(const float *b, long rs, long cs, int kc, int nc, float *dst) {
+  int full = nc / SGEMM_NR * SGEMM_NR;
+  if (cs == 1) {
+    for (int p = 0; p < kc; p++) {
+      const float *row = b + p * rs;
+      for (int j0 = 0; j0 < full; j0 += SGEMM_NR)
+        memcpy(dst + (long)j0 * kc + p * SGEMM_NR, row + j0, SGEMM_NR * sizeof *dst);
+    }
+  }
+  for (int j0 = cs == 1 ? full : 0; j0 < nc; j0 += SGEMM_NR) {
+    int nr = min_int(SGEMM_NR, nc - j0);
+    float *panel = dst + (long)j0 * kc;
+    for (int p = 0; p < kc; p++, panel += SGEMM_NR) {
+      const float *row = b + p * rs + j0 * cs;
+      int j = 0;
+      for (; j < nr; j++) panel[j] = row[j * cs];
+      for (; j < SGEMM_NR; j++) panel[j] = 0.0f;
+    }
+  }
+}
+
+/* The whole of p on this thread: B block by block, then register blocks with B's panel held in
+ * level 1 while A's rows stream past it. A row-major A (with alpha 1) is read where it lies, all
+ * but a last partial panel of rows; any other is packed block by block. */
+static void product_on_thread(const product *p, float *buffers) {
+  float *pa = buffers, *pb = buffers + (size_t)SGEMM_MC * SGEMM_KC;
+  bool rows_in_place = p->csa == 1 && p->alpha == 1.0f;
+  for (int jc = 0; jc < p->n; jc += SGEMM_NC) {
+    int nc = min_int(SGEMM_NC, p->n - jc);
+    for (int pc = 0; pc < p->k; pc += SGEMM_KC) {
+      int kc = min_int(SGEMM_KC, p->k - pc);
+      pack_b(p->b + pc * p->rsb + jc * p->csb, p->rsb, p->csb, kc, nc, pb);
+      int add = pc > 0 || p->add;
+      for (int ic = 0; ic < p->m; ic += SGEMM_MC) {
+        int mc = min_int(SGEMM_MC, p->m - ic);
+        const float *a = p->a + ic * p->rsa + pc * p->csa;
+        int packed_from = rows_in_place ? mc / SGEMM_MR * SGEMM_MR : 0;
+        if (packed_from < mc)
+          pack_a(a + packed_from * p->rsa, p->rsa, p->csa, mc - packed_from, kc, p->alpha, pa);
+        float *c = p->c + (long)ic * p->ldc + jc;
+        for (int jr = 0; jr < nc; jr += SGEMM_NR) {
+          int nr = min_int(SGEMM_NR, nc - jr);
+          const float *b = pb + jr * kc;
+          int ir = 0;
+          for (; ir < packed_from; ir += SGEMM_MR)
+            p->kernels.rows(kc, a + ir * p->rsa, p->rsa, b, c + (long)ir * p->ldc + jr, p->ldc,
+                            nr, add);
+          for (; ir < mc; ir += SGEMM_MR)
+            p->kernels.packed(kc, pa + (ir - packed_from) * kc, b, c + (long)ir * p->ldc + jr,
+                              p->ldc, min_int(SGEMM_MR, mc - ir), nr, add);
+        }
+      }
+    }
+  }
+}
+
+/* The whole of p, whose B was packed ahead of time, on this thread: C starts as the bias rows
+ * (or the first pass over K overwrites it), then K block by K block, A's rows read in place
+ * (alpha is 1, A row-major) all but a last partial panel, which is packed on the stack. */
+static void prepacked_on_thread(const product *p) {
+  float partial[SGEMM_MR * SGEMM_KC] __attribute__((aligned(64)));
+  if (p->bias)
+    for (int i = 0; i < p->m; i++)
+      memcpy(p->c + (long)i * p->ldc, p->bias, (size_t)p->n * sizeof *p->c);
+  for (int pc = 0; pc < p->k; pc += SGEMM_KC) {
+    int kc = min_int(SGEMM_KC, p->k - pc), add = pc > 0 || p->bias;
+    const float *block = p->packed + (long)pc * p->width + (long)p->col0 * kc;
+    for (int ic = 0; ic < p->m; ic += SGEMM_MC) {
+      int mc = min_int(SGEMM_MC, p->m - ic), whole = mc / SGEMM_MR * SGEMM_MR;
+      const float *a = p->a + (long)ic * p->rsa + pc;
+      if (whole < mc) pack_a(a + (long)whole * p->rsa, p->rsa, 1, mc - whole, kc, 1.0f, partial);
+      float *c = p->c + (long)ic * p->ldc;
+      for (int jr = 0; jr < p->n; jr += SGEMM_NR) {
+        int nr = min_int(SGEMM_NR, p->n - jr);
+        const float *b = block + (long)jr * kc;
+        for (int ir = 0; ir < whole; ir += SGEMM_MR)
+          p->kernels.rows(kc, a + (long)ir * p->rsa, p->rsa, b, c + (long)ir * p->ldc + jr,
+                          p->ldc, nr, add);
+        if (whole < mc)
+          p->kernels.packed(kc, partial, b, c + (long)whole * p->ldc + jr, p->ldc, mc - whole,
+                            nr, add);
+      }
+    }
+  }
+}
+
+/* Without packing buffers (their allocation failed) the product still comes out right, one
+ * dot product per element. */
+static void product_unblocked(const product *p) {
+  for (int i = 0; i < p->m; i++)
+    for (int j = 0; j < p->n; j++) {
+      float sum = 0.0f;
+      for (int q = 0; q < p->k; q++)
+        sum += p->alpha * p->a[i * p->rsa + q * p->csa] * p->b[q * p->rsb + j * p->csb];
+      float *out = p->c + (long)i * p->ldc + j;
+      *out = p->add ? *out + sum : sum;
+    }
+}
+
+typedef struct split {
+  const product *whole;
+  int parts;
+  bool by_columns;
+  int step; /* columns or rows per part, a multiple of the register block */
+} split;
+
+static void run_part(void *arg, int part) {
+  const split *s = arg;
+  product p = *s->whole;
+  int start = part * s->step;
+  if (s->by_columns) {
+    if (start >= p.n) return;
+    p.n = min_int(s->step, p.n - start);
+    p.b += start * p.csb, p.c += start, p.col0 += start;
+    if (p.bias) p.bias += start;
+  } else {
+    if (start >= p.m) return;
+    p.m = min_int(s->step, p.m - start);
+    p.a += start * p.rsa, p.c += (long)start * p.ldc;
+  }
+  if (p.packed) {
+    prepacked_on_thread(&p);
+    return;
+  }
+  float *buffers = thread_buffers();
+  if (buffers) product_on_thread(&p, buffers);
+  else product_unblocked(&p);
+}
+
+/* Runs p over the pool's threads: by columns of C in whole register blocks, or by rows when C
+ * has too few column blocks to share; small products on the calling thread alone. */
+static void run_split(const product *p) {
+  int threads = (double)p->m * p->n * p->k < PARALLEL_MIN_FMAS ? 1 : workers_available();
+  split s = {p, 1, true, round_up(p->n, SGEMM_NR)};
+  if (threads > 1) {
+    int col_blocks = (p->n + SGEMM_NR - 1) / SGEMM_NR;
+    int row_blocks = (p->m + SGEMM_MR - 1) / SGEMM_MR;
+    if (col_blocks >= 2 * threads || col_blocks >= row_blocks) {
+      s.parts = min_int(threads, col_blocks);
+      s.step = (col_blocks + s.parts - 1) / s.parts * SGEMM_NR;
+    } else {
+      s.by_columns = false;
+      s.parts = min_int(threads, row_blocks);
+      s.step = (row_blocks + s.parts - 1) / s.parts * SGEMM_MR;
+    }
+  }
+  workers_run(run_part, &s, s.parts);
+}
+
+/* C = beta * C, where the product itself adds nothing (k == 0 or alpha == 0). */
+static void scale_c(int m, int n, float beta, float *c, long ldc) {
+  for (int i = 0; i < m && beta != 1.0f; i++) {
+    float *row = c + (long)i * ldc;
+    if (beta == 0.0f) memset(row, 0, (size_t)n * sizeof *row);
+    else
+      for (int j = 0; j < n; j++) row[j] *= beta;
+  }
+}
+
+void ep_sgemm(int m, int n, int k, float alpha, const float *a, long rsa, long csa,
+              const float *b, long rsb, long csb, float beta, float *c, long ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0 || alpha == 0.0f) {
+    scale_c(m, n, beta, c, ldc);
+    return;
+  }
+  /* beta == 0: the kernels overwrite C on their first pass over K, without reading it. */
+  if (beta != 0.0f) scale_c(m, n, beta, c, ldc);
+  product p = {m, n, k, alpha, a, rsa, csa, b, rsb, csb, c, ldc, beta != 0.0f,
+               sgemm_pick_kernels(atomic_load(&use_portable))};
+  run_split(&p);
+}
+
+size_t ep_sgemm_packed_floats(int k, int n) {
+  return k > 0 && n > 0 ? (size_t)k * (size_t)round_up(n, SGEMM_NR) : 0;
+}
+
+void ep_sgemm_pack(int k, int n, const float *b, long rsb, long csb, float *packed) {
+  long width = round_up(n, SGEMM_NR);
+  for (int pc = 0; pc < k; pc += SGEMM_KC)
+    pack_b(b + pc * rsb, rsb, csb, min_int(SGEMM_KC, k - pc), n, packed + pc * width);
+}
+
+void ep_sgemm_prepacked(int m, int n, int k, const float *a, long lda, const float *packed,
+                        const float *bias, float *c, long ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    for (int i = 0; i < m; i++) {
+      float *row = c + (long)i * ldc;
+      if (bias) memcpy(row, bias, (size_t)n * sizeof *row);
+      else memset(row, 0, (size_t)n * sizeof *row);
+    }
+    return;
+  }
+  product p = {m, n, k, 1.0f, a, lda, 1, NULL, 0, 0, c, ldc, false,
+               sgemm_pick_kernels(atomic_load(&use_portable)), packed, round_up(n, SGEMM_NR), 0,
+               bias};
+  run_split(&p);
+}
+
+/* CBLAS's enumerations, by value. */
+enum { ROW_MAJOR = 101, COL_MAJOR = 102, NO_TRANS = 111, TRANS = 112, CONJ_TRANS = 113 };
+
+typedef void (*cblas_sgemm_fn)(int, int, int, int, int, int, float, const float *, int,
+                               const float *, int, float, float *, int);
+
+/* OpenBLAS's cblas_sgemm, when the plugin was built with it, for the A/B switch. */
+static cblas_sgemm_fn openblas_sgemm;
+static pthread_once_t openblas_once = PTHREAD_ONCE_INIT;
+static void find_openblas(void) {
+  void *handle = dlopen("libopenblas.so.0", RTLD_LAZY | RTLD_NOLOAD);
+  if (handle) openblas_sgemm = (cblas_sgemm_fn)dlsym(handle, "cblas_sgemm");
+}
+
+bool ep_sgemm_use_own(bool own) {
+  pthread_once(&openblas_once, find_openblas);
+  bool own_serves = own || !openblas_sgemm;
+  atomic_store(&use_own, own_serves);
+  return own_serves;
+}
+
+bool ep_sgemm_own_serves(void) { return atomic_load(&use_own); }
+
+static bool valid_trans(int t) { return t == NO_TRANS || t == TRANS || t == CONJ_TRANS; }
+
+/* libmlx's matrix products land here (exported; src/ep/exports.map). Arguments CBLAS would
+ * reject (it reports them through xerbla and returns) leave C untouched. */
+__attribute__((visibility("default"))) void
+cblas_sgemm(int order, int trans_a, int trans_b, int m, int n, int k, float alpha,
+            const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc) {
+  if (!atomic_load(&use_own)) { /* set only once openblas_sgemm was found */
+    openblas_sgemm(order, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  if ((order != ROW_MAJOR && order != COL_MAJOR) || !valid_trans(trans_a) ||
+      !valid_trans(trans_b) || m < 0 || n < 0 || k < 0)
+    return;
+  if (order == COL_MAJOR) { /* C^T = op(B)^T op(A)^T, C^T row-major */
+    int t = trans_a;
+    trans_a = trans_b, trans_b = t;
+    t = m, m = n, n = t;
+    const float *x = a;
+    a = b, b = x;
+    t = lda, lda = ldb, ldb = t;
+  }
+  bool ta = trans_a != NO_TRANS, tb = trans_b != NO_TRANS;
+  ep_sgemm(m, n, k, alpha, a, ta ? 1 : lda, ta ? lda : 1, b, tb ? 1 : ldb, tb ? ldb : 1, beta,
+           c, ldc);
+}

@@ -1,0 +1,32 @@
+/*
+ * Shared between the plugin's matrix product (sgemm.c) and its register kernels
+ * (sgemm_kernel.c): the block sizes and the kernel's signature.
+ */
+#ifndef EP_BLAS_SGEMM_INTERNAL_H
+#define EP_BLAS_SGEMM_INTERNAL_H
+
+#include <stdbool.h>
+
+/* A register block of C is MR x NR; A is packed in panels of MR rows, B in panels of NR
+ * columns. KC x NR floats of B (24 KiB) stay in the level-1 cache while the kernels stream
+ * MC x KC of A (144 KiB) from level 2; NC bounds the packed B block (768 KiB). Chosen by
+ * measurement on the project's 2-core machine (docs/BENCHMARKS.md). */
+enum { SGEMM_MR = 6, SGEMM_NR = 16, SGEMM_KC = 384, SGEMM_MC = 96, SGEMM_NC = 512 };
+
+/* The register kernels. Both write C[0:m, 0:n] (row stride ldc), overwriting it or, when add is
+ * set, adding to it, from a packed kc x NR panel of B (any alignment: weights packed ahead of
+ * time lie where MLX allocated them); m <= MR, n <= NR.
+ *   packed: A is a packed MR x kc panel (k-major, MR floats per k);
+ *   rows:   A is MR full rows read where they lie, row i at a + i * lda, k contiguous (packing
+ *           a row-major A would cost a copy of it per thread and per column block). */
+typedef struct sgemm_kernels {
+  void (*packed)(int kc, const float *a, const float *b, float *c, long ldc, int m, int n,
+                 int add);
+  void (*rows)(int kc, const float *a, long lda, const float *b, float *c, long ldc, int n,
+               int add);
+} sgemm_kernels;
+
+/* The fastest kernels this processor runs, or the portable ones when portable is set. */
+sgemm_kernels sgemm_pick_kernels(bool portable);
+
+#endif

@@ -1,0 +1,130 @@
+/*
+ * The register kernels of the plugin's single-precision matrix product (sgemm.c): one 6 x 16
+ * block of C from a packed 6-row panel of A and a packed 16-column panel of B. The x86-64 build
+ * has a version in AVX2 fused multiply-adds, 12 accumulators of 8 floats, chosen once at first use
+ * when the processor has AVX2 and FMA; every other processor runs the portable version, which
+ * rounds each product before adding it. Both write C through the same store step: overwrite or
+ * add, and a partial block (at the right or bottom edge) through a scratch tile.
+ */
+#include "blas/sgemm_internal.h"
+
+#include <string.h>
+
+/* Stores the 6 x 16 tile acc into C's m x n corner: overwriting C when add is 0 (C is not read,
+ * so stale NaNs there do not leak), adding to it otherwise. */
+static void store_tile(const float *acc, float *c, long ldc, int m, int n, int add) {
+  for (int i = 0; i < m; i++) {
+    float *row = c + i * ldc;
+    const float *src = acc + i * SGEMM_NR;
+    if (add)
+      for (int j = 0; j < n; j++) row[j] += src[j];
+    else
+      memcpy(row, src, (size_t)n * sizeof *row);
+  }
+}
+
+static void kernel_portable(int kc, const float *a, const float *b, float *c, long ldc, int m,
+                            int n, int add) {
+  float acc[SGEMM_MR * SGEMM_NR] = {0};
+  for (int k = 0; k < kc; k++, a += SGEMM_MR, b += SGEMM_NR)
+    for (int i = 0; i < SGEMM_MR; i++)
+      for (int j = 0; j < SGEMM_NR; j++) acc[i * SGEMM_NR + j] += a[i] * b[j];
+  store_tile(acc, c, ldc, m, n, add);
+}
+
+static void kernel_rows_portable(int kc, const float *a, long lda, const float *b, float *c,
+                                 long ldc, int n, int add) {
+  float acc[SGEMM_MR * SGEMM_NR] = {0};
+  for (int k = 0; k < kc; k++, b += SGEMM_NR)
+    for (int i = 0; i < SGEMM_MR; i++)
+      for (int j = 0; j < SGEMM_NR; j++) acc[i * SGEMM_NR + j] += a[i * lda + k] * b[j];
+  store_tile(acc, c, ldc, SGEMM_MR, n, add);
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define AVX2_FMA __attribute__((target("avx2,fma")))
+
+/* Writes the 12 accumulators (6 rows of 16) to C, through the scratch tile when the block is
+ * partial. */
+AVX2_FMA static inline __attribute__((always_inline)) void
+store_avx2(__m256 rows[SGEMM_MR][2], float *c, long ldc, int m, int n, int add) {
+  if (m == SGEMM_MR && n == SGEMM_NR) {
+    for (int i = 0; i < SGEMM_MR; i++) {
+      float *row = c + i * ldc;
+      __m256 lo = rows[i][0], hi = rows[i][1];
+      if (add) {
+        lo = _mm256_add_ps(lo, _mm256_loadu_ps(row));
+        hi = _mm256_add_ps(hi, _mm256_loadu_ps(row + 8));
+      }
+      _mm256_storeu_ps(row, lo), _mm256_storeu_ps(row + 8, hi);
+    }
+    return;
+  }
+  float acc[SGEMM_MR * SGEMM_NR] __attribute__((aligned(32)));
+  for (int i = 0; i < SGEMM_MR; i++) {
+    _mm256_store_ps(acc + i * SGEMM_NR, rows[i][0]);
+    _mm256_store_ps(acc + i * SGEMM_NR + 8, rows[i][1]);
+  }
+  store_tile(acc, c, ldc, m, n, add);
+}
+
+/* One step over k: row i of A's element is a_i, B's 16 floats are b0:b1. */
+#define STEP(a0, a1, a2, a3, a4, a5)                                                              \
+  do {                                                                                            \
+    __m256 ai = _mm256_broadcast_ss(a0);                                                          \
+    c00 = _mm256_fmadd_ps(ai, b0, c00), c01 = _mm256_fmadd_ps(ai, b1, c01);                      \
+    ai = _mm256_broadcast_ss(a1);                                                                 \
+    c10 = _mm256_fmadd_ps(ai, b0, c10), c11 = _mm256_fmadd_ps(ai, b1, c11);                      \
+    ai = _mm256_broadcast_ss(a2);                                                                 \
+    c20 = _mm256_fmadd_ps(ai, b0, c20), c21 = _mm256_fmadd_ps(ai, b1, c21);                      \
+    ai = _mm256_broadcast_ss(a3);                                                                 \
+    c30 = _mm256_fmadd_ps(ai, b0, c30), c31 = _mm256_fmadd_ps(ai, b1, c31);                      \
+    ai = _mm256_broadcast_ss(a4);                                                                 \
+    c40 = _mm256_fmadd_ps(ai, b0, c40), c41 = _mm256_fmadd_ps(ai, b1, c41);                      \
+    ai = _mm256_broadcast_ss(a5);                                                                 \
+    c50 = _mm256_fmadd_ps(ai, b0, c50), c51 = _mm256_fmadd_ps(ai, b1, c51);                      \
+  } while (0)
+
+#define ACCUMULATORS                                                                              \
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;        \
+  __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00
+#define ROWS {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}}
+
+AVX2_FMA static void kernel_avx2(int kc, const float *a, const float *b, float *c, long ldc,
+                                 int m, int n, int add) {
+  ACCUMULATORS;
+  for (int k = 0; k < kc; k++, a += SGEMM_MR, b += SGEMM_NR) {
+    __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+    STEP(a, a + 1, a + 2, a + 3, a + 4, a + 5);
+  }
+  __m256 rows[SGEMM_MR][2] = ROWS;
+  store_avx2(rows, c, ldc, m, n, add);
+}
+
+AVX2_FMA static void kernel_rows_avx2(int kc, const float *a, long lda, const float *b, float *c,
+                                      long ldc, int n, int add) {
+  ACCUMULATORS;
+  const float *r0 = a, *r1 = a + lda, *r2 = r1 + lda, *r3 = r2 + lda, *r4 = r3 + lda;
+  const float *r5 = r4 + lda;
+  for (int k = 0; k < kc; k++, b += SGEMM_NR) {
+    __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+    STEP(r0 + k, r1 + k, r2 + k, r3 + k, r4 + k, r5 + k);
+  }
+  __m256 rows[SGEMM_MR][2] = ROWS;
+  store_avx2(rows, c, ldc, SGEMM_MR, n, add);
+}
+
+static bool has_avx2_fma(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#endif
+
+sgemm_kernels sgemm_pick_kernels(bool portable) {
+#if defined(__x86_64__)
+  if (!portable && has_avx2_fma()) return (sgemm_kernels){kernel_avx2, kernel_rows_avx2};
+#endif
+  return (sgemm_kernels){kernel_portable, kernel_rows_portable};
+}

@@ -1,0 +1,255 @@
+/*
+ * Host kernels for the transcendental and normalising operations of float32 models on the CPU
+ * device: softmax and layer normalisation over the last axis, and erf. MLX runs these as
+ * compositions of several passes (a reduction, a broadcast subtraction through its strided loop,
+ * the composed exp or erf of fastmath.c, another reduction, a division), each a trip through
+ * memory; here each row is read once into vector registers per statistic and written once. exp
+ * and erf are fastmath.c's functions, the same constants and the same operations in the same
+ * order, so the composed and host forms agree. Rows are split over the cores (blas/workers.c).
+ */
+#include "ops/host_math.h"
+
+#include "blas/workers.h"
+#include "ops/fastmath.h"
+#include "ops/host_simd.h"
+
+#include <math.h>
+#include <stdatomic.h>
+
+/* Below this many elements a kernel runs on the calling thread alone. */
+enum { PARALLEL_MIN_ELEMENTS = 1 << 15 };
+
+/* fastmath.c's constants as float32, the type its composed graph uses them in. */
+typedef struct fm_constants {
+  float log2e, ln2_hi, ln2_lo, exp_poly[FM_EXP_TERMS];
+  float erf_taylor[FM_ERF_TAYLOR_TERMS], erfc_cheb[FM_ERFC_CHEB_TERMS];
+} fm_constants;
+
+static fm_constants constants(void) {
+  fm_constants c = {(float)FM_LOG2E, (float)FM_LN2_HI, (float)FM_LN2_LO};
+  for (int i = 0; i < FM_EXP_TERMS; i++) c.exp_poly[i] = (float)FM_EXP_POLY[i];
+  for (int i = 0; i < FM_ERF_TAYLOR_TERMS; i++) c.erf_taylor[i] = (float)FM_ERF_TAYLOR[i];
+  for (int i = 0; i < FM_ERFC_CHEB_TERMS; i++) c.erfc_cheb[i] = (float)FM_ERFC_CHEB[i];
+  return c;
+}
+
+HOST_INLINE f32x8 splat(float v) { return (f32x8){v, v, v, v, v, v, v, v}; }
+
+/* a where mask (all ones), else b */
+HOST_INLINE f32x8 select8(i32x8 mask, f32x8 a, f32x8 b) {
+  return (f32x8)((mask & (i32x8)a) | (~mask & (i32x8)b));
+}
+
+/* v rounded to an integer, ties to even (|v| < 2^22), as fastmath.c's round_int */
+HOST_INLINE f32x8 round8(f32x8 v) {
+  const float magic = 12582912.0f;
+  v = v + magic;
+  return v - magic;
+}
+
+/* 2^k for integer-valued k in [-150, 128], from exponent bits */
+HOST_INLINE f32x8 pow2_8(f32x8 k) {
+  i32x8 bits = __builtin_convertvector(k, i32x8) + 127;
+  return (f32x8)(bits << 23);
+}
+
+/* fastmath.c's fm_exp, operation for operation */
+HOST_INLINE f32x8 exp8(f32x8 x, const fm_constants *c) {
+  f32x8 lo = splat(-104.0f), hi = splat(89.0f);
+  x = select8(x < lo, lo, x);
+  x = select8(x > hi, hi, x);
+  f32x8 n = round8(x * c->log2e + 0.0f);
+  f32x8 r = x + (n * -c->ln2_hi + 0.0f);
+  r = r + (n * -c->ln2_lo + 0.0f);
+  f32x8 p = splat(c->exp_poly[0]);
+  for (int i = 1; i < FM_EXP_TERMS; i++) p = p * r + c->exp_poly[i];
+  f32x8 y = r * r;
+  y = y * p;
+  y = y + r;
+  y = y + 1.0f;
+  f32x8 n1 = round8(n * 0.5f + -0.25f), n2 = n - n1;
+  y = y * pow2_8(n1);
+  return y * pow2_8(n2);
+}
+
+/* fastmath.c's fm_erf, operation for operation */
+HOST_INLINE f32x8 erf8(f32x8 x, const fm_constants *c) {
+  f32x8 z = x * x;
+  f32x8 small = splat(c->erf_taylor[FM_ERF_TAYLOR_TERMS - 1]);
+  for (int i = FM_ERF_TAYLOR_TERMS - 2; i >= 0; i--) small = small * z + c->erf_taylor[i];
+  small = small * x;
+  f32x8 a = select8(x < 0.0f, -x, x);
+  f32x8 t = a * 0.5f;
+  t = t + 1.0f;
+  t = 1.0f / t;
+  f32x8 poly = splat(c->erfc_cheb[FM_ERFC_CHEB_TERMS - 1]);
+  for (int i = FM_ERFC_CHEB_TERMS - 2; i >= 0; i--) poly = poly * t + c->erfc_cheb[i];
+  f32x8 e = exp8(poly - z, c) * t;
+  f32x8 large = 1.0f - e;
+  large = select8(x < 0.0f, -large, large);
+  return select8(a < 1.0f, small, large);
+}
+
+/* The first n (< 8) floats at p, the other lanes fill. */
+HOST_INLINE f32x8 load_part(const float *p, int n, float fill) {
+  f32x8 v = splat(fill);
+  memcpy(&v, p, (size_t)n * sizeof *p);
+  return v;
+}
+
+HOST_INLINE float lanes_sum(f32x8 v) {
+  return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+}
+
+HOST_INLINE float lanes_max(f32x8 v) {
+  float m = v[0];
+  for (int i = 1; i < 8; i++) m = v[i] > m ? v[i] : m;
+  return m;
+}
+
+/* --- the kernels -------------------------------------------------------------------------- */
+typedef enum hm_kind { HM_SOFTMAX, HM_LAYER_NORM, HM_ERF } hm_kind;
+
+typedef struct hm_params {
+  hm_kind kind;
+  long rows, cols; /* the elementwise kernel sees one row of every element */
+  float eps;
+} hm_params;
+
+typedef struct hm_job {
+  const hm_params *p;
+  const float *x, *scale, *bias;
+  float *y;
+  int parts;
+} hm_job;
+
+HOST_CLONES
+static void softmax_rows(const float *x, float *y, long rows, long cols) {
+  fm_constants c = constants();
+  int tail = (int)(cols % 8);
+  long full = cols - tail;
+  for (long r = 0; r < rows; r++, x += cols, y += cols) {
+    f32x8 m8 = splat(-INFINITY), v;
+    for (long i = 0; i < full; i += 8) LOAD8(v, x + i), m8 = select8(v > m8, v, m8);
+    float m = lanes_max(m8);
+    for (long i = full; i < cols; i++) m = x[i] > m ? x[i] : m;
+    f32x8 s8 = splat(0.0f);
+    for (long i = 0; i < full; i += 8) {
+      LOAD8(v, x + i);
+      v = exp8(v - m, &c);
+      STORE8(y + i, v);
+      s8 = s8 + v;
+    }
+    if (tail) {
+      v = exp8(load_part(x + full, tail, m) - m, &c);
+      memcpy(y + full, &v, (size_t)tail * sizeof *y);
+    }
+    float s = lanes_sum(s8);
+    for (long i = full; i < cols; i++) s += y[i];
+    for (long i = 0; i < full; i += 8) LOAD8(v, y + i), v = v / s, STORE8(y + i, v);
+    for (long i = full; i < cols; i++) y[i] = y[i] / s;
+  }
+}
+
+HOST_CLONES
+static void layer_norm_rows(const float *x, const float *scale, const float *bias, float *y,
+                            long rows, long cols, float eps) {
+  long full = cols - cols % 8;
+  for (long r = 0; r < rows; r++, x += cols, y += cols) {
+    f32x8 s8 = splat(0.0f), v, d;
+    for (long i = 0; i < full; i += 8) LOAD8(v, x + i), s8 = s8 + v;
+    float sum = lanes_sum(s8);
+    for (long i = full; i < cols; i++) sum += x[i];
+    float mean = sum / (float)cols;
+    s8 = splat(0.0f);
+    for (long i = 0; i < full; i += 8) LOAD8(v, x + i), d = v - mean, s8 = s8 + d * d;
+    float sq = lanes_sum(s8);
+    for (long i = full; i < cols; i++) sq += (x[i] - mean) * (x[i] - mean);
+    float inv = 1.0f / sqrtf(sq / (float)cols + eps);
+    for (long i = 0; i < full; i += 8) {
+      f32x8 g, b = splat(0.0f);
+      LOAD8(v, x + i), LOAD8(g, scale + i);
+      if (bias) LOAD8(b, bias + i);
+      v = (v - mean) * inv * g + b;
+      STORE8(y + i, v);
+    }
+    for (long i = full; i < cols; i++)
+      y[i] = (x[i] - mean) * inv * scale[i] + (bias ? bias[i] : 0.0f);
+  }
+}
+
+HOST_CLONES
+static void erf_elements(const float *x, float *y, long n) {
+  fm_constants c = constants();
+  long full = n - n % 8;
+  f32x8 v;
+  for (long i = 0; i < full; i += 8) LOAD8(v, x + i), v = erf8(v, &c), STORE8(y + i, v);
+  if (full < n) {
+    v = erf8(load_part(x + full, (int)(n - full), 0.0f), &c);
+    memcpy(y + full, &v, (size_t)(n - full) * sizeof *y);
+  }
+}
+
+/* Part `part` of `parts` of the rows (of the elements, for erf, in multiples of 8). */
+static void run_part(void *arg, int part) {
+  const hm_job *job = arg;
+  const hm_params *p = job->p;
+  long units = p->kind == HM_ERF ? (p->cols + 7) / 8 : p->rows;
+  long per = (units + job->parts - 1) / job->parts, start = part * per;
+  long count = units - start < per ? units - start : per;
+  if (count <= 0) return;
+  if (p->kind == HM_ERF) {
+    long at = start * 8, n = count * 8 < p->cols - at ? count * 8 : p->cols - at;
+    erf_elements(job->x + at, job->y + at, n);
+    return;
+  }
+  long at = start * p->cols;
+  if (p->kind == HM_SOFTMAX) softmax_rows(job->x + at, job->y + at, count, p->cols);
+  else layer_norm_rows(job->x + at, job->scale, job->bias, job->y + at, count, p->cols, p->eps);
+}
+
+static void host_math(const mx_host_tensor *in, int n_in, const mx_host_tensor *out,
+                      const void *params) {
+  const hm_params *p = params;
+  hm_job job = {p, in[0].data, n_in > 1 ? in[1].data : NULL, n_in > 2 ? in[2].data : NULL,
+                (float *)out->data, 1};
+  if (p->rows * p->cols >= PARALLEL_MIN_ELEMENTS) job.parts = workers_available();
+  workers_run(run_part, &job, job.parts);
+}
+
+/* --- building them ------------------------------------------------------------------------- */
+static atomic_bool enabled = true;
+void hm_set_enabled(bool on) { atomic_store(&enabled, on); }
+bool hm_enabled(void) { return atomic_load(&enabled); }
+
+bool hm_applies(const tr_ctx *t, mx_array x) {
+  return atomic_load(&enabled) && t->mx->device == MX_DEVICE_CPU && mx_dtype_of(x) == MX_FLOAT32 &&
+         t->trace != TR_TRACE_SHAPELESS;
+}
+
+static int build(tr_ctx *t, hm_params p, const char *name, mx_array *ins, int n_ins,
+                 mx_array *y) {
+  mx_array x = ins[0];
+  int rank = mx_ndim(x);
+  long elements = 1;
+  for (int i = 0; i < rank; i++) elements *= mx_shape(x)[i];
+  if (p.kind == HM_ERF) p.rows = 1, p.cols = elements;
+  else p.cols = rank ? mx_shape(x)[rank - 1] : 1, p.rows = p.cols ? elements / p.cols : 0;
+  return mx_host_kernel(t->mx, y, name, host_math, &p, sizeof p, ins, n_ins, mx_shape(x), rank,
+                        MX_FLOAT32, 0);
+}
+
+int hm_softmax_last(tr_ctx *t, mx_array x, mx_array *y) {
+  return build(t, (hm_params){HM_SOFTMAX}, "softmax", &x, 1, y);
+}
+
+int hm_layer_norm_last(tr_ctx *t, mx_array x, mx_array scale, mx_array bias, float eps,
+                       mx_array *y) {
+  mx_array ins[3] = {x, scale, bias};
+  return build(t, (hm_params){HM_LAYER_NORM, 0, 0, eps}, "layer normalization", ins,
+               bias ? 3 : 2, y);
+}
+
+int hm_erf(tr_ctx *t, mx_array x, mx_array *y) {
+  return build(t, (hm_params){HM_ERF}, "erf", &x, 1, y);
+}

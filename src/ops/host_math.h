@@ -1,0 +1,30 @@
+/*
+ * Softmax and LayerNormalization over the last axis, and erf, as host kernels for float32 on the
+ * CPU device (host_math.c): one pass per row (or over the elements) in vector registers, rows
+ * split over the cores, in place of the compositions MLX runs as several scalar passes.
+ */
+#ifndef OPS_HOST_MATH_H
+#define OPS_HOST_MATH_H
+
+#include "plan/translate.h"
+
+/* Whether x can take these kernels: float32 on the CPU device, outside shapeless traces (a host
+ * kernel's output shape is fixed when it is built), unless turned off. */
+bool hm_applies(const tr_ctx *t, mx_array x);
+
+/* Process-wide A/B switch, set as each session's EP is created (ONNXRUNTIME_EP_MLX_NO_HOST_MATH=1
+ * turns it off; translation then composes these operations as before, MatMul takes MLX's
+ * product (matmul_cpu.c), and their rows are shapeless on the CPU device too). */
+void hm_set_enabled(bool enabled);
+bool hm_enabled(void);
+
+/* softmax over x's last axis */
+int hm_softmax_last(tr_ctx *t, mx_array x, mx_array *y);
+/* (x - mean) / sqrt(var + eps) * scale + bias over x's last axis; scale and bias (bias may be
+ * NULL) are float32 vectors of the last axis's length (the caller checks). */
+int hm_layer_norm_last(tr_ctx *t, mx_array x, mx_array scale, mx_array bias, float eps,
+                       mx_array *y);
+/* erf, element by element */
+int hm_erf(tr_ctx *t, mx_array x, mx_array *y);
+
+#endif

@@ -1,0 +1,32 @@
+/*
+ * What the host kernels' loops (depthwise_loop.c, host_math.c) share: 8-float vectors in GCC's
+ * vector extension, unaligned loads and stores, and the attribute that builds a loop twice on
+ * x86-64 (AVX2 and the baseline), the loader picking one for the processor. Contraction stays off
+ * (ISO C mode), so both builds round each operation alike and give the same bits.
+ */
+#ifndef OPS_HOST_SIMD_H
+#define OPS_HOST_SIMD_H
+
+#include <string.h>
+
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef int i32x8 __attribute__((vector_size(32)));
+
+/* Eight floats from or to anywhere (no alignment assumed); macros, since passing 32-byte vectors
+ * through functions changes the ABI between the two builds. */
+#define LOAD8(v, p) memcpy(&(v), (p), sizeof(f32x8))
+#define STORE8(p, v) memcpy((p), &(v), sizeof(f32x8))
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define HOST_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define HOST_CLONES
+#endif
+
+/* Inlined into each build of its caller, so compiled for that build's instruction set; being
+ * always inlined, such helpers may take and return vectors, whose calling convention (which GCC
+ * warns differs between the builds) never comes into play. */
+#define HOST_INLINE static inline __attribute__((always_inline))
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+#endif

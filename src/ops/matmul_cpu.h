@@ -1,0 +1,20 @@
+/*
+ * MatMul with a constant float32 weight on the CPU device, the weight packed once at plan build
+ * (matmul_cpu.c).
+ */
+#ifndef OPS_MATMUL_CPU_H
+#define OPS_MATMUL_CPU_H
+
+#include "plan/translate.h"
+
+/* In a prepare hook: the packed form of weight w [k, n], or *packed NULL where it does not apply
+ * (another device or dtype, host kernels switched off (hm_enabled), or MLX's products handed to
+ * OpenBLAS). */
+int matmul_cpu_prepare(tr_ctx *t, mx_array w, mx_array *packed);
+/* Whether a @ w runs over the packed weight: float32 A of rank >= 1 whose last axis is w's rows,
+ * outside shapeless traces. */
+bool matmul_cpu_applies(const tr_ctx *t, mx_array a, mx_array w, mx_array packed);
+/* a @ w as one host kernel over the packed weight; y has shape a.shape[:-1] + [n]. */
+int matmul_cpu_build(tr_ctx *t, mx_array a, mx_array w, mx_array packed, mx_array *y);
+
+#endif

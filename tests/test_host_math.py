@@ -1,0 +1,162 @@
+"""Softmax and LayerNormalization over the last axis, and Erf, run as host kernels on the CPU
+device for float32 (src/ops/host_math.c). Each case runs against ORT's CPU provider and the node's
+noted path proves the host kernel ran: rows whose length is a multiple of the 8-float vector and
+rows that end in a remainder, single rows and enough rows to split over the cores, extreme values
+(exp's clamps, erf's two branches, signed zeros, infinities and NaN). With
+ONNXRUNTIME_EP_MLX_NO_HOST_MATH=1 the same nodes take the composed path again: erf gives the same
+bits (the same operations in the same order), softmax and layer norm agree to float32 rounding."""
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper
+
+import mlx_harness as harness
+from mlx_harness import make_model, rand
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HOST = "host kernel (CPU)"
+pytestmark = pytest.mark.cpu_device
+
+
+def run_checked(model, feeds, op, capfd, rtol, atol):
+    ref = harness.cpu_session(model).run(None, feeds)
+    capfd.readouterr()
+    s = harness.mlx_session(model, allow_cpu=False, provider_options={"verbose": "1"})
+    got = s.run(None, feeds)
+    del s
+    gc.collect()
+    assert got[0].shape == ref[0].shape and got[0].dtype == ref[0].dtype
+    np.testing.assert_allclose(got[0], ref[0], rtol=rtol, atol=atol)
+    assert f"node 'n' ({op}): {HOST}" in capfd.readouterr().err
+    return got[0]
+
+
+SHAPES = [(1, 1), (3, 5), (2, 7, 9), (4, 16), (12, 128, 128), (3, 1000), (700, 77)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=[str(s) for s in SHAPES])
+@pytest.mark.parametrize("opset", [11, 13])
+def test_softmax_last_axis(shape, opset, capfd):
+    x = rand(shape, low=-30, high=30, seed=3)
+    axis = len(shape) - 1 if opset < 13 else -1
+    model = make_model([helper.make_node("Softmax", ["x"], ["y"], name="n", axis=axis)],
+                       [("x", TP.FLOAT, list(shape))], [("y", TP.FLOAT, None)], opset=opset)
+    y = run_checked(model, {"x": x}, "Softmax", capfd, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(y.sum(-1), 1.0, rtol=1e-5)
+
+
+def test_softmax_extremes(capfd):
+    x = rand((6, 11), low=-5, high=5, seed=4)
+    x[0, :] = [-1e30, 1e30, 0, 0, 0, 0, 0, 0, 0, 0, 0]  # far past exp's clamps
+    x[1, 3] = -np.inf                                  # exp(-inf) is 0
+    x[2, :] = 88.0                                     # all equal: uniform
+    x[3, :] = -200.0
+    x[4, 5] = np.nan                                   # a NaN spreads over its row
+    model = make_model([helper.make_node("Softmax", ["x"], ["y"], name="n", axis=-1)],
+                       [("x", TP.FLOAT, [6, 11])], [("y", TP.FLOAT, None)], opset=13)
+    ref = harness.cpu_session(model).run(None, {"x": x})[0]
+    capfd.readouterr()
+    got = harness.run_on_mlx(model, {"x": x}, provider_options={"verbose": "1"})[0][0]
+    np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-30)
+    assert np.isnan(got[4]).all() and not np.isnan(got[:4]).any()
+
+
+LN_CASES = [((2, 3, 8), True), ((5, 9), True), ((1, 384), False), ((128, 384), True),
+            ((64, 1001), True), ((4, 2), True)]
+
+
+@pytest.mark.parametrize("shape,bias", LN_CASES, ids=[f"{s}-{'bias' if b else 'nobias'}"
+                                                     for s, b in LN_CASES])
+def test_layer_norm_last_axis(shape, bias, capfd):
+    d = shape[-1]
+    inits = [("s", rand((d,), low=0.5, high=1.5, seed=5))]
+    if bias:
+        inits.append(("b", rand((d,), seed=6)))
+    node = helper.make_node("LayerNormalization", ["x", "s"] + (["b"] if bias else []), ["y"],
+                            name="n", axis=-1, epsilon=1e-5)
+    model = make_model([node], [("x", TP.FLOAT, list(shape))], [("y", TP.FLOAT, None)],
+                       initializers=inits)
+    x = rand(shape, low=-3, high=5, seed=7)
+    run_checked(model, {"x": x}, "LayerNormalization", capfd, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 196608 + 5])
+def test_erf(n, capfd):
+    x = rand((n,), low=-4, high=4, seed=8)
+    if n > 10:  # both branches' edges, signed zeros, saturation, infinities, NaN
+        x[:10] = [0.0, -0.0, 1.0, -1.0, np.nextafter(1, 0), 10.0, -10.0, np.inf, -np.inf, 0.5]
+    model = make_model([helper.make_node("Erf", ["x"], ["y"], name="n")],
+                       [("x", TP.FLOAT, [n])], [("y", TP.FLOAT, None)])
+    y = run_checked(model, {"x": x}, "Erf", capfd, rtol=1e-6, atol=2e-7)
+    if n > 10:
+        assert np.signbit(y[1]) and not np.signbit(y[0])
+    x = np.array([np.nan], np.float32)
+    model = make_model([helper.make_node("Erf", ["x"], ["y"], name="n")],
+                       [("x", TP.FLOAT, [1])], [("y", TP.FLOAT, None)])
+    assert np.isnan(harness.run_on_mlx(model, {"x": x})[0][0]).all()
+
+
+def test_group_is_keyed_on_the_cpu_device(capfd):
+    """Softmax, LayerNormalization and Erf rows are shapeless on the GPU but keyed on the CPU
+    device, where their host kernels are built for concrete shapes (src/plan/plan.c)."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Softmax", ["r"], ["y"], name="n", axis=-1)]
+    model = make_model(nodes, [("x", TP.FLOAT, ["N", 16])], [("y", TP.FLOAT, None)], opset=13)
+    s = harness.mlx_session(model, allow_cpu=False, provider_options={"verbose": "1"})
+    for n in (3, 5):
+        x = rand((n, 16), seed=n)
+        np.testing.assert_allclose(s.run(None, {"x": x})[0],
+                                   harness.cpu_session(model).run(None, {"x": x})[0], rtol=1e-5)
+    capfd.readouterr()
+    del s
+    gc.collect()
+    err = capfd.readouterr().err
+    assert "path keyed (Softmax 'n' is shape-keyed)" in err, err[-2000:]
+    assert f"node 'n' (Softmax): {HOST}" in err
+
+
+def test_switched_off_composes_and_agrees(tmp_path):
+    """ONNXRUNTIME_EP_MLX_NO_HOST_MATH=1: the composed path again, with the same results."""
+    nodes = [helper.make_node("Softmax", ["x"], ["s"], name="sm", axis=-1),
+             helper.make_node("Erf", ["x"], ["e"], name="erf"),
+             helper.make_node("LayerNormalization", ["x", "g"], ["l"], name="ln", axis=-1)]
+    model = make_model(nodes, [("x", TP.FLOAT, [64, 96])],
+                       [("s", TP.FLOAT, None), ("e", TP.FLOAT, None), ("l", TP.FLOAT, None)],
+                       initializers=[("g", rand((96,), seed=9))])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    code = textwrap.dedent(f"""
+        import sys, numpy as np, onnxruntime as ort
+        sys.path.insert(0, {HERE!r})
+        import onnxruntime_ep_mlx as mlx
+        from mlx_harness import rand
+        so = mlx.session_options({{"device": "cpu", "verbose": "1"}})
+        so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+        s = ort.InferenceSession({str(path)!r}, so)
+        np.savez(sys.argv[1], *s.run(None, {{"x": rand((64, 96), low=-3, high=3, seed=10)}}))
+        del s
+    """)
+    outs = {}
+    for mode in ("on", "off"):
+        # keyed in both: switched off, the group would otherwise compile shapeless, where erf
+        # and exp are MLX's own rather than fastmath.c's compositions
+        env = dict(os.environ, ONNXRUNTIME_EP_MLX_NO_SHAPELESS="1")
+        env.pop("ONNXRUNTIME_EP_MLX_NO_HOST_MATH", None)
+        if mode == "off":
+            env["ONNXRUNTIME_EP_MLX_NO_HOST_MATH"] = "1"
+        out = tmp_path / f"{mode}.npz"
+        r = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True,
+                           text=True, env=env)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert (HOST in r.stderr) == (mode == "on"), r.stderr[-3000:]
+        outs[mode] = np.load(out)
+    on, off = [[outs[m][k] for k in outs[m].files] for m in ("on", "off")]
+    np.testing.assert_allclose(on[0], off[0], rtol=2e-6, atol=1e-9)  # softmax: sums reordered
+    np.testing.assert_array_equal(on[1], off[1])  # erf: fastmath.c's operations, in its order
+    np.testing.assert_allclose(on[2], off[2], rtol=2e-6, atol=1e-6)  # layer norm: MLX's kernel

@@ -1,0 +1,119 @@
+"""The plugin's own matrix product (src/blas/), the cblas_sgemm libmlx's CPU matrix products bind
+to. Its entry point is called directly here, through ctypes on the loaded plugin, against float64
+NumPy: both storage orders, every transpose pair, alpha and beta (beta 0 must not read C, so NaNs
+there stay out), shapes that end in partial register blocks, that split over threads by columns
+and by rows, that span several cache blocks of K and N, and leading dimensions wider than the
+rows. Each battery runs in a child process that first creates an MLX EP session, which is what
+applies the environment switches: once with the processor's kernels, once with the portable ones
+(ONNXRUNTIME_EP_MLX_PORTABLE_SGEMM=1). A model-level check runs MatMuls through the EP and proves
+they ran on MLX, so they reached this product."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper
+
+from mlx_harness import check_against_cpu, make_model, rand
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+pytestmark = pytest.mark.cpu_device
+
+BATTERY = textwrap.dedent("""
+    import ctypes, sys, threading, numpy as np, onnxruntime as ort
+    sys.path.insert(0, {here!r})
+    import onnxruntime_ep_mlx as mlx
+    from mlx_harness import make_model
+    from onnx import TensorProto as TP, helper
+    # a session applies the EP's switches (ep.c) before the product is called directly
+    m = make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", TP.FLOAT, [2])],
+                   [("y", TP.FLOAT, [2])])
+    s = ort.InferenceSession(m.SerializeToString(), mlx.session_options({{"device": "cpu"}}))
+    s.run(None, {{"x": np.ones(2, np.float32)}})
+    f = ctypes.CDLL(mlx.library_path()).cblas_sgemm
+    f.restype = None
+    f.argtypes = [ctypes.c_int] * 6 + [ctypes.c_float, ctypes.c_void_p, ctypes.c_int,
+                  ctypes.c_void_p, ctypes.c_int, ctypes.c_float, ctypes.c_void_p, ctypes.c_int]
+    rng = np.random.default_rng(0)
+    ROW, COL, NT, T = 101, 102, 111, 112
+
+    def check(order, ta, tb, m, n, k, alpha, beta, pad=0):
+        a = rng.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
+        b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
+        c0 = rng.standard_normal((m, n)).astype(np.float32)
+        ref = alpha * ((a.T if ta else a).astype(np.float64) @ (b.T if tb else b))
+        ref = ref + (beta * c0 if beta else 0)
+        if order == ROW:  # leading dimensions `pad` wider than the rows
+            A = np.zeros((a.shape[0], a.shape[1] + pad), np.float32); A[:, :a.shape[1]] = a
+            B = np.zeros((b.shape[0], b.shape[1] + pad), np.float32); B[:, :b.shape[1]] = b
+            C = np.full((m, n + pad), np.nan, np.float32)
+            C[:, :n] = c0 if beta else np.nan
+            f(ROW, T if ta else NT, T if tb else NT, m, n, k, alpha, A.ctypes.data, A.shape[1],
+              B.ctypes.data, B.shape[1], beta, C.ctypes.data, C.shape[1])
+            out = C[:, :n]
+            assert np.isnan(C[:, n:]).all(), "wrote past the rows"
+        else:
+            A, B = np.asfortranarray(a), np.asfortranarray(b)
+            C = np.asfortranarray(c0 if beta else np.full((m, n), np.nan, np.float32))
+            f(COL, T if ta else NT, T if tb else NT, m, n, k, alpha, A.ctypes.data, a.shape[0],
+              B.ctypes.data, b.shape[0], beta, C.ctypes.data, m)
+            out = C
+        err = np.abs(out - ref).max() / max(np.abs(ref).max(), 1.0)
+        assert err < 2e-6 * max(k, 1) ** 0.5, (order, ta, tb, m, n, k, alpha, beta, err)
+
+    count = 0
+    shapes = [(1, 1, 1), (5, 7, 3), (6, 16, 8), (7, 17, 300), (13, 1100, 530), (200, 33, 800),
+              (1, 1536, 384), (97, 5, 600), (128, 128, 32), (64, 40, 0)]
+    for order in (ROW, COL):
+        for ta in (0, 1):
+            for tb in (0, 1):
+                for m, n, k in shapes:
+                    for alpha, beta in [(1.0, 0.0), (0.5, 1.0), (2.0, -0.5), (0.0, 0.0)]:
+                        check(order, ta, tb, m, n, k, alpha, beta, pad=3); count += 1
+    # two callers at once: one gets the pool, the other computes alone; both right
+    errors = []
+    def worker():
+        try:
+            for _ in range(20): check(ROW, 0, 1, 150, 300, 200, 1.0, 0.0)
+        except AssertionError as e:
+            errors.append(e)
+    threads = [threading.Thread(target=worker) for _ in range(3)]
+    [t.start() for t in threads]; [t.join() for t in threads]
+    assert not errors, errors
+    # arguments CBLAS rejects leave C alone
+    C = np.full((2, 2), 7.0, np.float32); A = np.ones((2, 2), np.float32)
+    f(ROW, 999, NT, 2, 2, 2, 1.0, A.ctypes.data, 2, A.ctypes.data, 2, 0.0, C.ctypes.data, 2)
+    f(103, NT, NT, 2, 2, 2, 1.0, A.ctypes.data, 2, A.ctypes.data, 2, 0.0, C.ctypes.data, 2)
+    f(ROW, NT, NT, -1, 2, 2, 1.0, A.ctypes.data, 2, A.ctypes.data, 2, 0.0, C.ctypes.data, 2)
+    assert (C == 7.0).all()
+    print("checked", count)
+""")
+
+
+@pytest.mark.parametrize("portable", [False, True], ids=["fastest", "portable"])
+def test_cblas_sgemm_battery(portable):
+    env = dict(os.environ)
+    env.pop("ONNXRUNTIME_EP_MLX_NO_OWN_SGEMM", None)
+    if portable:
+        env["ONNXRUNTIME_EP_MLX_PORTABLE_SGEMM"] = "1"
+    r = subprocess.run([sys.executable, "-c", BATTERY.format(here=HERE)], capture_output=True,
+                       text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert "checked 320" in r.stdout
+
+
+@pytest.mark.parametrize("a_shape,b_shape,trans_b", [
+    ((3, 128, 384), (384, 1536), False),   # splits by columns over the threads
+    ((2, 300, 64), (64, 20), False),       # narrow: splits by rows
+    ((12, 128, 32), (12, 128, 32), True),  # batched, the right operand transposed
+], ids=["columns", "rows", "batched-transposed"])
+def test_matmul_through_the_ep(a_shape, b_shape, trans_b):
+    nodes = [helper.make_node("Transpose", ["b"], ["bt"], perm=[0, 2, 1])] if trans_b else []
+    nodes.append(helper.make_node("MatMul", ["a", "bt" if trans_b else "b"], ["y"]))
+    model = make_model(nodes, [("a", TP.FLOAT, list(a_shape)), ("b", TP.FLOAT, list(b_shape))],
+                       [("y", TP.FLOAT, None)])
+    check_against_cpu(model, {"a": rand(a_shape, seed=1), "b": rand(b_shape, seed=2)},
+                      rtol=1e-4, atol=1e-4)
