@@ -244,6 +244,9 @@ CPU_FORM_CASES = [
     ("Conv", DEPTHWISE, "dw-3d-c16-pads", (1, 16, 4, 5, 6), (16, 1, 3, 2, 3),
      dict(group=16, pads=[1, 0, 2, 1, 1, 0], dilations=[1, 2, 1])),
     ("Conv", DEPTHWISE, "dw-1x1", (1, 9, 4, 4), (9, 1, 1, 1), dict(group=9)),
+    # enough products to split output rows over the cores (uneven rows per thread)
+    ("Conv", DEPTHWISE, "dw-2d-threads", (3, 40, 23, 30), (40, 1, 3, 3),
+     dict(group=40, pads=[1, 1, 1, 1])),
     # per-tap products are taken from about a MiB of im2col columns up (positions x taps x C)
     ("Conv", TAPS, "taps-2d", (2, 16, 40, 24), (5, 16, 3, 3), dict(pads=[1, 1, 1, 1])),
     ("Conv", TAPS, "taps-2d-dil-asym", (1, 24, 40, 50), (3, 24, 2, 3),

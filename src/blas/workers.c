@@ -1,15 +1,19 @@
 /*
- * The fork-join pool behind the plugin's matrix product. Threads start at the first job, one per
- * core the process may run on (the caller is one of them), and live as long as the process. A
- * job bumps a generation counter; an idle thread spins on it for a short while (matrix products
- * come in bursts, between elementwise kernels) and then sleeps on a condition variable. One job at
- * a time: a second caller that finds the pool busy runs its parts itself, so concurrent sessions
+ * The fork-join pool behind the plugin's matrix product and host kernels. Threads start at the
+ * first job, one per core the process may run on (the caller is one of them), and live as long
+ * as the process. A job bumps a generation counter; an idle thread spins on it for a short while
+ * (matrix products come in bursts, between elementwise kernels) and then sleeps on a condition
+ * variable. Each part is claimed by whoever comes first, the caller included (an exchange on the
+ * part's flag, so exactly one runs it), so a thread that is slow to wake costs nothing: the
+ * caller runs the parts nobody claimed and waits only for parts already under way. One job at a
+ * time: a second caller that finds the pool busy runs its parts itself, so concurrent sessions
  * never wait on each other.
  */
 #include "blas/workers.h"
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <time.h>
 
@@ -26,10 +30,12 @@ static struct {
   pthread_cond_t wake;
   int sleeping;
   atomic_ulong generation;        /* bumped per job */
-  atomic_int unfinished;          /* pool threads that have not finished the current job */
+  /* the current job: written before its parts' flags are cleared, read only by a thread that
+   * holds a claim (the job cannot finish before that claim's part has) */
   workers_fn fn;
   void *arg;
-  int parts;
+  atomic_bool taken[MAX_THREADS]; /* per part: claimed (parts beyond the job's stay set) */
+  atomic_int done;                /* parts finished */
 } pool = {PTHREAD_ONCE_INIT, 1, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
           PTHREAD_COND_INITIALIZER};
 
@@ -63,13 +69,21 @@ static unsigned long wait_for_job(unsigned long seen) {
   return g;
 }
 
-static void *pool_thread(void *index) {
-  int part = (int)(long)index;
+/* Claims and runs whatever parts of the current job are still unclaimed. */
+static void run_claimed_parts(void) {
+  for (int part = 0; part < MAX_THREADS; part++) {
+    if (atomic_exchange_explicit(&pool.taken[part], true, memory_order_acq_rel)) continue;
+    pool.fn(pool.arg, part);
+    atomic_fetch_add_explicit(&pool.done, 1, memory_order_release);
+  }
+}
+
+static void *pool_thread(void *unused) {
+  (void)unused;
   unsigned long seen = 0;
   for (;;) {
     seen = wait_for_job(seen);
-    if (part < pool.parts) pool.fn(pool.arg, part);
-    atomic_fetch_sub_explicit(&pool.unfinished, 1, memory_order_acq_rel);
+    run_claimed_parts();
   }
   return NULL;
 }
@@ -79,6 +93,7 @@ static void forget_threads(void) { pool.threads = 1; }
 
 static void start_threads(void) {
   pthread_atfork(NULL, NULL, forget_threads);
+  for (int i = 0; i < MAX_THREADS; i++) atomic_store(&pool.taken[i], true); /* no job yet */
   cpu_set_t cpus;
   int want = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
   if (want > MAX_THREADS) want = MAX_THREADS;
@@ -88,7 +103,7 @@ static void start_threads(void) {
   int started = 1;
   for (; started < want; started++) {
     pthread_t t;
-    if (pthread_create(&t, &attr, pool_thread, (void *)(long)started) != 0) break;
+    if (pthread_create(&t, &attr, pool_thread, NULL) != 0) break;
   }
   pthread_attr_destroy(&attr);
   pool.threads = started;
@@ -100,15 +115,18 @@ int workers_available(void) {
 }
 
 void workers_run(workers_fn fn, void *arg, int parts) {
-  if (parts > 1 && workers_available() > 1 && pthread_mutex_trylock(&pool.busy) == 0) {
-    pool.fn = fn, pool.arg = arg, pool.parts = parts;
-    atomic_store_explicit(&pool.unfinished, pool.threads - 1, memory_order_relaxed);
+  if (parts > 1 && parts <= MAX_THREADS && workers_available() > 1 &&
+      pthread_mutex_trylock(&pool.busy) == 0) {
+    pool.fn = fn, pool.arg = arg;
+    atomic_store_explicit(&pool.done, 0, memory_order_relaxed);
+    for (int part = 0; part < parts; part++)
+      atomic_store_explicit(&pool.taken[part], false, memory_order_release);
     atomic_fetch_add_explicit(&pool.generation, 1, memory_order_acq_rel);
     pthread_mutex_lock(&pool.lock);
     if (pool.sleeping) pthread_cond_broadcast(&pool.wake);
     pthread_mutex_unlock(&pool.lock);
-    fn(arg, 0);
-    while (atomic_load_explicit(&pool.unfinished, memory_order_acquire) != 0) cpu_relax();
+    run_claimed_parts();
+    while (atomic_load_explicit(&pool.done, memory_order_acquire) != parts) cpu_relax();
     pthread_mutex_unlock(&pool.busy);
     return;
   }

@@ -1,6 +1,6 @@
 /*
- * A small fork-join pool for the plugin's matrix product: one thread per available core, the
- * caller counted as the first. Work is a function called once per part.
+ * A small fork-join pool for the plugin's matrix product and host kernels: one thread per
+ * available core, the caller counted as the first. Work is a function called once per part.
  */
 #ifndef EP_BLAS_WORKERS_H
 #define EP_BLAS_WORKERS_H
@@ -10,9 +10,10 @@ typedef void (*workers_fn)(void *arg, int part);
 /* Threads a job may use, the caller included (at least 1). */
 int workers_available(void);
 
-/* Calls fn(arg, part) for part in [0, parts), part 0 on the caller, the others on the pool's
- * threads, and returns when all are done. parts <= workers_available(). When another thread is
- * using the pool, or its threads could not be started, the caller runs every part itself. */
+/* Calls fn(arg, part) once for each part in [0, parts), on the caller and whichever pool threads
+ * are awake to claim a part, and returns when all are done. parts <= workers_available(). When
+ * another thread is using the pool, or its threads could not be started, the caller runs every
+ * part itself. */
 void workers_run(workers_fn fn, void *arg, int parts);
 
 #endif

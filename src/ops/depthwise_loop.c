@@ -8,11 +8,16 @@
  * and a broadcast weight, which sends MLX's fused kernel through its strided loop (scalar code);
  * here the inner loop runs over contiguous channels and is vectorised. Each product is rounded
  * before it is added (no fused multiply-add), taps in row-major order, as the per-tap graph did.
+ * Output rows are split over the cores (blas/workers.c) from about 10^5 products up; each output
+ * is computed by one thread in the same order, so the split changes no bits.
  */
+#include "blas/workers.h"
 #include "ops/conv.h"
 #include "ops/host_simd.h"
 
 enum { TAPS_PER_PASS = 64 }; /* taps whose offsets one pass over the channels holds */
+/* Below this many products (taps x channels x output positions) the loop stays on one thread. */
+static const double PARALLEL_MIN_PRODUCTS = 1 << 17;
 
 /* y[c] = start[c] + sum over the n taps of x[x_at[t] + c] * w[w_at[t] + c], four then one
  * 8-channel block at a time in registers (one store per block, not one per tap), then the rest
@@ -52,51 +57,79 @@ static inline __attribute__((always_inline)) void taps_sum(float *y, const float
 }
 
 
-/* For each output position: the offsets of the taps that land inside the input (the others
- * read zero padding and add nothing), then their sum over the channels, TAPS_PER_PASS taps per
- * pass (a later pass starts from the earlier passes' sum). */
+/* Output rows (one per batch item, output depth and output height) [first, last): for each
+ * output position, the offsets of the taps that land inside the input (the others read zero
+ * padding and add nothing), then their sum over the channels, TAPS_PER_PASS taps per pass (a
+ * later pass starts from the earlier passes' sum). */
 HOST_CLONES
-static void depthwise_loop(const mx_host_tensor *in, int n_in, const mx_host_tensor *out,
-                           const void *params) {
-  const depthwise_geometry *g = params;
-  const float *x = in[0].data, *rows = in[1].data, *bias = n_in > 2 ? in[2].data : NULL;
-  float *y = (float *)out->data;
+static void depthwise_rows(const depthwise_geometry *g, const float *x, const float *rows,
+                           const float *bias, float *y, long first, long last) {
   const int c = g->c;
   const long in_plane = (long)g->in[1] * g->in[2], out_plane = (long)g->out[1] * g->out[2];
   long x_at[TAPS_PER_PASS], w_at[TAPS_PER_PASS];
   float zeros[64] = {0};
-  for (int b = 0; b < g->n; b++)
-    for (int od = 0; od < g->out[0]; od++)
-      for (int oh = 0; oh < g->out[1]; oh++)
-        for (int ow = 0; ow < g->out[2]; ow++) {
-          float *acc = y + (((long)b * g->out[0] + od) * out_plane + (long)oh * g->out[2] + ow) * c;
-          const float *start = bias;
-          if (!start) {
-            if (c <= 64) start = zeros;
-            else memset(acc, 0, sizeof(float) * (size_t)c), start = acc;
-          }
-          int n = 0;
-          long tap = 0;
-          for (int kd = 0; kd < g->k[0]; kd++) {
-            int id = od * g->stride[0] - g->lo[0] + kd * g->dil[0];
-            bool d_in = id >= 0 && id < g->in[0];
-            for (int kh = 0; kh < g->k[1]; kh++) {
-              int ih = oh * g->stride[1] - g->lo[1] + kh * g->dil[1];
-              bool h_in = d_in && ih >= 0 && ih < g->in[1];
-              for (int kw = 0; kw < g->k[2]; kw++, tap++) {
-                int iw = ow * g->stride[2] - g->lo[2] + kw * g->dil[2];
-                if (!h_in || iw < 0 || iw >= g->in[2]) continue;
-                x_at[n] = (((long)b * g->in[0] + id) * in_plane + (long)ih * g->in[2] + iw) * c;
-                w_at[n] = tap * c;
-                if (++n == TAPS_PER_PASS) {
-                  taps_sum(acc, start, x, rows, x_at, w_at, n, c);
-                  start = acc, n = 0;
-                }
-              }
+  for (long r = first; r < last; r++) {
+    int oh = (int)(r % g->out[1]), od = (int)(r / g->out[1] % g->out[0]);
+    int b = (int)(r / g->out[1] / g->out[0]);
+    for (int ow = 0; ow < g->out[2]; ow++) {
+      float *acc = y + (((long)b * g->out[0] + od) * out_plane + (long)oh * g->out[2] + ow) * c;
+      const float *start = bias;
+      if (!start) {
+        if (c <= 64) start = zeros;
+        else memset(acc, 0, sizeof(float) * (size_t)c), start = acc;
+      }
+      int n = 0;
+      long tap = 0;
+      for (int kd = 0; kd < g->k[0]; kd++) {
+        int id = od * g->stride[0] - g->lo[0] + kd * g->dil[0];
+        bool d_in = id >= 0 && id < g->in[0];
+        for (int kh = 0; kh < g->k[1]; kh++) {
+          int ih = oh * g->stride[1] - g->lo[1] + kh * g->dil[1];
+          bool h_in = d_in && ih >= 0 && ih < g->in[1];
+          for (int kw = 0; kw < g->k[2]; kw++, tap++) {
+            int iw = ow * g->stride[2] - g->lo[2] + kw * g->dil[2];
+            if (!h_in || iw < 0 || iw >= g->in[2]) continue;
+            x_at[n] = (((long)b * g->in[0] + id) * in_plane + (long)ih * g->in[2] + iw) * c;
+            w_at[n] = tap * c;
+            if (++n == TAPS_PER_PASS) {
+              taps_sum(acc, start, x, rows, x_at, w_at, n, c);
+              start = acc, n = 0;
             }
           }
-          if (n || start != acc) taps_sum(acc, start, x, rows, x_at, w_at, n, c);
         }
+      }
+      if (n || start != acc) taps_sum(acc, start, x, rows, x_at, w_at, n, c);
+    }
+  }
+}
+
+typedef struct depthwise_job {
+  const depthwise_geometry *g;
+  const float *x, *rows, *bias;
+  float *y;
+  long rows_total;
+  int parts;
+} depthwise_job;
+
+static void depthwise_part(void *arg, int part) {
+  const depthwise_job *j = arg;
+  long per = (j->rows_total + j->parts - 1) / j->parts, first = part * per;
+  long last = first + per < j->rows_total ? first + per : j->rows_total;
+  if (first < last) depthwise_rows(j->g, j->x, j->rows, j->bias, j->y, first, last);
+}
+
+/* Output rows are split over the cores (blas/workers.c) once there is enough work. */
+static void depthwise_loop(const mx_host_tensor *in, int n_in, const mx_host_tensor *out,
+                           const void *params) {
+  const depthwise_geometry *g = params;
+  depthwise_job j = {g, in[0].data, in[1].data, n_in > 2 ? in[2].data : NULL,
+                     (float *)out->data, (long)g->n * g->out[0] * g->out[1], 1};
+  if (j.rows_total == 0) return;
+  long taps = (long)g->k[0] * g->k[1] * g->k[2];
+  double work = (double)j.rows_total * g->out[2] * taps * g->c;
+  if (work >= PARALLEL_MIN_PRODUCTS) j.parts = workers_available();
+  if (j.parts > j.rows_total) j.parts = (int)j.rows_total;
+  workers_run(depthwise_part, &j, j.parts);
 }
 
 int depthwise_loop_build(tr_ctx *t, mx_array x, mx_array rows, mx_array bias,
