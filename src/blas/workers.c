@@ -2,8 +2,8 @@
  * The fork-join pool behind the plugin's matrix product and host kernels. Threads start at the
  * first job, one per core the process may run on (the caller is one of them), and live as long
  * as the process. A job bumps a generation counter; an idle thread spins on it for a short while
- * (matrix products come in bursts, between elementwise kernels) and then sleeps on a condition
- * variable. Each part is claimed by whoever comes first, the caller included (an exchange on the
+ * (matrix products come in bursts, between elementwise kernels), yielding its core to any other
+ * runnable thread as it does, and then sleeps on a condition variable. Each part is claimed by whoever comes first, the caller included (an exchange on the
  * part's flag, so exactly one runs it), so a thread that is slow to wake costs nothing: the
  * caller runs the parts nobody claimed and waits only for parts already under way. One job at a
  * time: a second caller that finds the pool busy runs its parts itself, so concurrent sessions
@@ -57,7 +57,10 @@ static unsigned long wait_for_job(unsigned long seen) {
     unsigned long g = atomic_load_explicit(&pool.generation, memory_order_acquire);
     if (g != seen) return g;
     cpu_relax();
-    if (i % 64 == 0 && now_ns() - start > SPIN_NS) break;
+    if (i % 64 == 0) {
+      if (now_ns() - start > SPIN_NS) break;
+      sched_yield(); /* a spinning thread must not hold a core another thread is waiting for */
+    }
   }
   pthread_mutex_lock(&pool.lock);
   pool.sleeping++;
