@@ -64,6 +64,19 @@ def assignment(session):
     return placed
 
 
+def run_with_paths(model, feeds, capfd):
+    """Runs `model` on ORT's CPU provider and on the MLX EP (verbose, no CPU fallback); returns
+    (MLX outputs, CPU outputs, the EP's verbose log, which names each node's noted path)."""
+    import gc
+    ref = cpu_session(model).run(None, feeds)
+    capfd.readouterr()
+    s = mlx_session(model, allow_cpu=False, provider_options={"verbose": "1"})
+    got = s.run(None, feeds)
+    del s
+    gc.collect()  # the summary is printed when the session is released
+    return got, ref, capfd.readouterr().err
+
+
 def run_on_mlx(model, feeds, allow_cpu=False, provider_options=None):
     s = mlx_session(model, allow_cpu, provider_options)
     return s.run(None, feeds), assignment(s)

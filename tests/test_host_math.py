@@ -25,15 +25,10 @@ pytestmark = pytest.mark.cpu_device
 
 
 def run_checked(model, feeds, op, capfd, rtol, atol):
-    ref = harness.cpu_session(model).run(None, feeds)
-    capfd.readouterr()
-    s = harness.mlx_session(model, allow_cpu=False, provider_options={"verbose": "1"})
-    got = s.run(None, feeds)
-    del s
-    gc.collect()
+    got, ref, err = harness.run_with_paths(model, feeds, capfd)
     assert got[0].shape == ref[0].shape and got[0].dtype == ref[0].dtype
     np.testing.assert_allclose(got[0], ref[0], rtol=rtol, atol=atol)
-    assert f"node 'n' ({op}): {HOST}" in capfd.readouterr().err
+    assert f"node 'n' ({op}): {HOST}" in err
     return got[0]
 
 

@@ -290,23 +290,17 @@ CPU_FORM_CASES = [
 def test_cpu_recast_forms(op, path, name, xs, ws, attrs, bias, weights, capfd):
     """Weights as graph inputs (each form builds its weight operand per translation) and as
     initializers (operands prepared once at plan build: src/ops/conv_cpu.c, conv_cpu_prepare)."""
-    import gc
     f = feeds(op, xs, ws, attrs, bias)
     consts = None
     if weights == "initializers":
         consts = {k: f.pop(k) for k in ("w", "b") if k in f}
     model = conv_model(op, oc.elem(F32), xs, ws, attrs, bias, consts=consts)
-    ref = harness.cpu_session(model).run(None, f)
-    capfd.readouterr()
-    s = harness.mlx_session(model, allow_cpu=False, provider_options={"verbose": "1"})
-    got = s.run(None, f)
-    del s
-    gc.collect()
+    got, ref, err = harness.run_with_paths(model, f, capfd)
     assert got[0].shape == ref[0].shape
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-4, atol=1e-5)
     if path in (DEPTHWISE, POINTWISE, TAPS):  # these take a float32 bias in (loop; addmm)
         path += " with bias (CPU)" if bias else " (CPU)"
-    assert f"node 'n' ({op}): {path}" in capfd.readouterr().err
+    assert f"node 'n' ({op}): {path}" in err
 
 
 # Plain forms too: their constant weights are prepared contiguous in MLX's layout.
