@@ -58,8 +58,9 @@ BATTERY = textwrap.dedent("""
         else:
             A, B = np.asfortranarray(a), np.asfortranarray(b)
             C = np.asfortranarray(c0 if beta else np.full((m, n), np.nan, np.float32))
-            f(COL, T if ta else NT, T if tb else NT, m, n, k, alpha, A.ctypes.data, a.shape[0],
-              B.ctypes.data, b.shape[0], beta, C.ctypes.data, m)
+            # leading dimensions at least 1, as CBLAS requires even of an empty matrix
+            f(COL, T if ta else NT, T if tb else NT, m, n, k, alpha, A.ctypes.data,
+              max(a.shape[0], 1), B.ctypes.data, max(b.shape[0], 1), beta, C.ctypes.data, m)
             out = C
         err = np.abs(out - ref).max() / max(np.abs(ref).max(), 1.0)
         assert err < 2e-6 * max(k, 1) ** 0.5, (order, ta, tb, m, n, k, alpha, beta, err)
@@ -88,6 +89,8 @@ BATTERY = textwrap.dedent("""
     f(ROW, 999, NT, 2, 2, 2, 1.0, A.ctypes.data, 2, A.ctypes.data, 2, 0.0, C.ctypes.data, 2)
     f(103, NT, NT, 2, 2, 2, 1.0, A.ctypes.data, 2, A.ctypes.data, 2, 0.0, C.ctypes.data, 2)
     f(ROW, NT, NT, -1, 2, 2, 1.0, A.ctypes.data, 2, A.ctypes.data, 2, 0.0, C.ctypes.data, 2)
+    f(ROW, NT, NT, 2, 2, 2, 1.0, A.ctypes.data, 1, A.ctypes.data, 2, 0.0, C.ctypes.data, 2)
+    f(COL, NT, NT, 2, 2, 2, 1.0, A.ctypes.data, 2, A.ctypes.data, 2, 0.0, C.ctypes.data, 1)
     assert (C == 7.0).all()
     print("checked", count)
 """)

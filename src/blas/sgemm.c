@@ -332,6 +332,9 @@ cblas_sgemm(int order, int trans_a, int trans_b, int m, int n, int k, float alph
     t = lda, lda = ldb, ldb = t;
   }
   bool ta = trans_a != NO_TRANS, tb = trans_b != NO_TRANS;
+  /* each leading dimension must span its matrix's rows (row-major terms, after the swap) */
+  if (lda < (ta ? m : k) || lda < 1 || ldb < (tb ? k : n) || ldb < 1 || ldc < n || ldc < 1)
+    return;
   ep_sgemm(m, n, k, alpha, a, ta ? 1 : lda, ta ? lda : 1, b, tb ? 1 : ldb, tb ? ldb : 1, beta,
            c, ldc);
 }
