@@ -220,7 +220,7 @@ def test_declines_transpose_same_shorter_than_spec(tmp_path):
 # Forms that MLX's CPU backend would run through per-element loops or an im2col copy are recast
 # on the CPU device (src/ops/conv_cpu.c): depthwise convolutions as a host loop over channels
 # (src/ops/depthwise_loop.c, bias added inside), 1x1 convolutions as one matrix product (bias
-# accumulated by BLAS), other stride-1 ungrouped convolutions as one product per tap,
+# accumulated by BLAS; a constant weight packed once for the plugin's product, src/ops/matmul_cpu.c), other stride-1 ungrouped convolutions as one product per tap,
 # ConvTranspose with kernel == stride as one matrix product. Every form against ORT's CPU
 # provider, and the node's noted path proves which one ran.
 DEPTHWISE = "depthwise loop"
@@ -298,7 +298,9 @@ def test_cpu_recast_forms(op, path, name, xs, ws, attrs, bias, weights, capfd):
     got, ref, err = harness.run_with_paths(model, f, capfd)
     assert got[0].shape == ref[0].shape
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-4, atol=1e-5)
-    if path in (DEPTHWISE, POINTWISE, TAPS):  # these take a float32 bias in (loop; addmm)
+    if path == POINTWISE and weights == "initializers":  # packed once for the plugin's product
+        path += " on packed weight"
+    if path.startswith((DEPTHWISE, POINTWISE, TAPS)):  # these take a float32 bias in (loop; addmm)
         path += " with bias (CPU)" if bias else " (CPU)"
     assert f"node 'n' ({op}): {path}" in err
 
@@ -340,7 +342,7 @@ def test_prepared_weights_match_per_run_weights(op, path, name, xs, ws, attrs):
 @pytest.mark.cpu_device
 @pytest.mark.parametrize("kernel,depthwise,path",
                          [((3, 3), True, "depthwise loop with bias (CPU)"),
-                          ((1, 1), False, "pointwise matmul with bias (CPU)"),
+                          ((1, 1), False, "pointwise matmul on packed weight with bias (CPU)"),
                           ((3, 3), False, "taps gemm with bias (CPU)")],
                          ids=["depthwise", "pointwise", "taps"])
 def test_cpu_forms_follow_changing_shapes(kernel, depthwise, path, capfd):

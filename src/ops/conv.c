@@ -192,24 +192,27 @@ int conv_forward_channels_last(tr_ctx *t, const ir_node *n, mx_array x, mx_array
   TR_TRY(to_channels_last(t, x, &x));
   bool own = w == tr_in(t, 1); /* Conv's own weight, not one ConvInteger/QLinearConv made */
   mx_array prepared = own ? tr_derived(t, 0) : NULL, form = own ? tr_derived(t, 1) : NULL;
+  mx_array packed = own ? tr_derived(t, 2) : NULL;
   if (prepared) w = prepared;
   else TR_TRY(to_channels_last(t, w, &w)); /* no prepared weight: no form either */
   if (conv_cpu_depthwise_applies(t, x, w, nd, groups, lo, hi, idil, false))
     return conv_cpu_depthwise(t, x, w, form, bias, nd, stride, lo, hi, kdil, y);
   if (conv_cpu_pointwise_applies(t, x, w, nd, groups, lo, hi, idil, false))
-    return conv_cpu_pointwise(t, x, w, form, bias, nd, stride, y);
+    return conv_cpu_pointwise(t, x, w, form, packed, bias, nd, stride, y);
   if (conv_cpu_taps_gemm_applies(t, x, w, nd, groups, stride, lo, hi, idil, false))
     return conv_cpu_taps_gemm(t, x, w, form, bias, nd, lo, hi, kdil, y);
   TR_TRY(conv_channels_last(t, x, w, nd, stride, lo, hi, kdil, idil, groups, false, y));
   return bias ? mx_binary(t->mx, y, MX_ADD, *y, bias) : MX_OK;
 }
 
-/* Keeps a prepared weight w (contiguous) in slot 0 and its CPU form's operand in slot 1. */
+/* Keeps a prepared weight w (contiguous) in slot 0, its CPU form's operand in slot 1 and that
+ * operand packed for the plugin's product in slot 2. */
 static int keep_weight(tr_ctx *t, const ir_node *n, mx_array w, bool transposed) {
-  mx_array form;
+  mx_array form, packed;
   TR_TRY(mx_contiguous(t->mx, &w, w));
   TR_TRY(tr_keep_derived(t, 0, w));
-  TR_TRY(conv_cpu_prepare(t, n, w, transposed, &form));
+  TR_TRY(conv_cpu_prepare(t, n, w, transposed, &form, &packed));
+  if (packed) TR_TRY(tr_keep_derived(t, 2, packed));
   return form ? tr_keep_derived(t, 1, form) : MX_OK;
 }
 

@@ -38,11 +38,12 @@ int depthwise_loop_build(tr_ctx *t, mx_array x, mx_array rows, mx_array bias,
 enum { CONV_CPU_MAX_SPLIT = 64 };
 bool conv_cpu_split_groups(const tr_ctx *t, int groups);
 /* conv_cpu.c: a 1x..x1 convolution (groups 1, no padding) as one matrix product, plus bias [O]
- * (NULL: none). Only where the graph compiles keyed on shapes (addmm). */
+ * (NULL: none). Only where the graph compiles keyed on shapes (addmm). packed: the weight packed
+ * at plan build for the plugin's product (matmul_cpu.c), or NULL. */
 bool conv_cpu_pointwise_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
                                 const int *lo, const int *hi, const int *idil, bool flip);
-int conv_cpu_pointwise(tr_ctx *t, mx_array x, mx_array w, mx_array wm, mx_array bias, int nd,
-                       const int *stride, mx_array *y);
+int conv_cpu_pointwise(tr_ctx *t, mx_array x, mx_array w, mx_array wm, mx_array packed,
+                       mx_array bias, int nd, const int *stride, mx_array *y);
 /* conv_cpu.c: an ungrouped stride-1 convolution with more than one tap as one matrix product per
  * tap over shifted row blocks of the padded input, plus bias [O] (NULL: none). mats: the weight's
  * prepared [taps, C, O] matrices, or NULL. Only where the graph compiles keyed on shapes. */
@@ -59,7 +60,9 @@ int conv_cpu_transpose(tr_ctx *t, mx_array x, mx_array w, mx_array wm, int nd,
                        const int *head, const int *out, mx_array *y);
 /* conv_cpu.c: the weight operand of the form above that node n's constant weight w (MLX's layout)
  * can take, made once at plan build and passed back as rows / wm; NULL when none applies. The
- * forms rebuild it themselves when given NULL (a weight computed in the graph). */
-int conv_cpu_prepare(tr_ctx *t, const ir_node *n, mx_array w, bool transposed, mx_array *form);
+ * forms rebuild it themselves when given NULL (a weight computed in the graph). For a pointwise
+ * convolution also *packed, the operand packed for the plugin's product (else NULL). */
+int conv_cpu_prepare(tr_ctx *t, const ir_node *n, mx_array w, bool transposed, mx_array *form,
+                     mx_array *packed);
 
 #endif

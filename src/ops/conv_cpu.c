@@ -14,6 +14,7 @@
  * weights computed in the graph; both routes give the same values in the same layout roles.
  */
 #include "ops/conv.h"
+#include "ops/matmul_cpu.h"
 #include "plan/translate.h"
 
 #include <stdint.h>
@@ -114,8 +115,8 @@ bool conv_cpu_pointwise_applies(const tr_ctx *t, mx_array x, mx_array w, int nd,
  * through a broadcast add afterwards, which MLX runs in its strided (scalar) loop; another bias
  * is added after. addmm fixes its broadcast at trace time, which is sound here: Conv groups
  * compile keyed on shapes, never shapeless. */
-int conv_cpu_pointwise(tr_ctx *t, mx_array x, mx_array w, mx_array wm, mx_array bias, int nd,
-                       const int *stride, mx_array *y) {
+int conv_cpu_pointwise(tr_ctx *t, mx_array x, mx_array w, mx_array wm, mx_array packed,
+                       mx_array bias, int nd, const int *stride, mx_array *y) {
   int rank = nd + 2, c = mx_dim(x, -1), o = mx_dim(w, 0);
   int start[MX_MAX_RANK] = {0}, stop[MX_MAX_RANK], steps[MX_MAX_RANK], shape[MX_MAX_RANK];
   bool strided = false;
@@ -132,10 +133,16 @@ int conv_cpu_pointwise(tr_ctx *t, mx_array x, mx_array w, mx_array wm, mx_array 
   TR_TRY(matmul_weight_of(t, w, wm, &w2));
   bool fuse_bias = bias && mx_dtype_of(bias) == MX_FLOAT32 && mx_dtype_of(x2) == MX_FLOAT32 &&
                    mx_ndim(bias) == 1 && mx_dim(bias, 0) == o;
-  if (fuse_bias) TR_TRY(mx_addmm(t->mx, &x2, bias, x2, w2));
-  else TR_TRY(mx_matmul(t->mx, &x2, x2, w2));
+  if (matmul_cpu_applies(t, x2, w2, packed)) {
+    TR_TRY(matmul_cpu_build(t, x2, w2, packed, fuse_bias ? bias : NULL, &x2));
+    tr_note_path(t, fuse_bias ? "pointwise matmul on packed weight with bias (CPU)"
+                              : "pointwise matmul on packed weight (CPU)");
+  } else {
+    if (fuse_bias) TR_TRY(mx_addmm(t->mx, &x2, bias, x2, w2));
+    else TR_TRY(mx_matmul(t->mx, &x2, x2, w2));
+    tr_note_path(t, fuse_bias ? "pointwise matmul with bias (CPU)" : "pointwise matmul (CPU)");
+  }
   shape[rank - 1] = o;
-  tr_note_path(t, fuse_bias ? "pointwise matmul with bias (CPU)" : "pointwise matmul (CPU)");
   TR_TRY(mx_reshape(t->mx, y, x2, shape, rank));
   return bias && !fuse_bias ? mx_binary(t->mx, y, MX_ADD, *y, bias) : MX_OK;
 }
@@ -288,8 +295,9 @@ int conv_cpu_transpose(tr_ctx *t, mx_array x, mx_array w, mx_array wm, int nd,
  * matrices, contiguous; a 1x..x1 kernel's or a kernel-equals-stride
  * ConvTranspose's transposed matrix, a view of w. NULL where no form can apply to this weight;
  * the translator still checks the live shapes before taking a form. */
-int conv_cpu_prepare(tr_ctx *t, const ir_node *n, mx_array w, bool transposed, mx_array *form) {
-  *form = NULL;
+int conv_cpu_prepare(tr_ctx *t, const ir_node *n, mx_array w, bool transposed, mx_array *form,
+                     mx_array *packed) {
+  *form = *packed = NULL;
   int nd = mx_ndim(w) - 2;
   int64_t groups = ir_attr_int(n, "group", 1);
   if (t->mx->device != MX_DEVICE_CPU || mx_dtype_of(w) != MX_FLOAT32 || nd < 1) return MX_OK;
@@ -311,5 +319,6 @@ int conv_cpu_prepare(tr_ctx *t, const ir_node *n, mx_array w, bool transposed, m
     int64_t stride = s && s->type == IR_ATTR_INTS && s->count == (size_t)nd ? s->ints[i] : 1;
     if (mx_dim(w, i + 1) != (transposed ? stride : 1)) return MX_OK;
   }
-  return matmul_weight(t, w, form);
+  TR_TRY(matmul_weight(t, w, form));
+  return transposed ? MX_OK : matmul_cpu_prepare(t, *form, packed);
 }

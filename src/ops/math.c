@@ -57,7 +57,7 @@ static int translate_matmul(tr_ctx *t, const ir_node *n, const op_row *r) {
   mx_array a = tr_in(t, 0), b = tr_in(t, 1), packed = tr_derived(t, 0), y;
   if (mx_ndim(a) == 0 || mx_ndim(b) == 0) return tr_fail(t, "MatMul operands must have rank >= 1");
   if (matmul_cpu_applies(t, a, b, packed)) {
-    TR_TRY(matmul_cpu_build(t, a, b, packed, &y));
+    TR_TRY(matmul_cpu_build(t, a, b, packed, NULL, &y));
     tr_note_path(t, "packed weight (CPU)");
     return tr_out(t, 0, y);
   }

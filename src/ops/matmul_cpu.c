@@ -58,12 +58,13 @@ bool matmul_cpu_applies(const tr_ctx *t, mx_array a, mx_array w, mx_array packed
   return rows <= INT_MAX && rows * (long)mx_dim(w, 1) <= INT_MAX;
 }
 
-int matmul_cpu_build(tr_ctx *t, mx_array a, mx_array w, mx_array packed, mx_array *y) {
+int matmul_cpu_build(tr_ctx *t, mx_array a, mx_array w, mx_array packed, mx_array bias,
+                     mx_array *y) {
   mm_geometry g = {mx_dim(w, 0), mx_dim(w, 1)};
   int rank = mx_ndim(a), shape[MX_MAX_RANK];
   for (int i = 0; i + 1 < rank; i++) shape[i] = mx_shape(a)[i];
   shape[rank - 1] = g.n;
-  mx_array ins[2] = {a, packed};
-  return mx_host_kernel(t->mx, y, "matmul (packed weight)", product_packed, &g, sizeof g, ins, 2,
-                        shape, rank, MX_FLOAT32, MX_HOST_TAKES_BIAS_ROW);
+  mx_array ins[3] = {a, packed, bias};
+  return mx_host_kernel(t->mx, y, "matmul (packed weight)", product_packed, &g, sizeof g, ins,
+                        bias ? 3 : 2, shape, rank, MX_FLOAT32, bias ? 0 : MX_HOST_TAKES_BIAS_ROW);
 }

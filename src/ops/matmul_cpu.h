@@ -14,7 +14,10 @@ int matmul_cpu_prepare(tr_ctx *t, mx_array w, mx_array *packed);
 /* Whether a @ w runs over the packed weight: float32 A of rank >= 1 whose last axis is w's rows,
  * outside shapeless traces. */
 bool matmul_cpu_applies(const tr_ctx *t, mx_array a, mx_array w, mx_array packed);
-/* a @ w as one host kernel over the packed weight; y has shape a.shape[:-1] + [n]. */
-int matmul_cpu_build(tr_ctx *t, mx_array a, mx_array w, mx_array packed, mx_array *y);
+/* a @ w (+ bias, a float32 [n] row, when not NULL) as one host kernel over the packed weight; y
+ * has shape a.shape[:-1] + [n]. Without a bias, an Add of one can fold in later
+ * (mx_fold_into_product). */
+int matmul_cpu_build(tr_ctx *t, mx_array a, mx_array w, mx_array packed, mx_array bias,
+                     mx_array *y);
 
 #endif

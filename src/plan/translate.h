@@ -29,7 +29,7 @@ typedef struct tr_checks {
   int count, cap;
 } tr_checks;
 
-enum { TR_DERIVED_SLOTS = 2 };
+enum { TR_DERIVED_SLOTS = 3 };
 
 /* Sequence and optional values of one translation (see docs/ARCHITECTURE.md, "Sequences"): they
  * live only inside a fused group, so they are never MLX arrays of their own but lists of arrays
