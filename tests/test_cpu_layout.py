@@ -4,7 +4,9 @@ scalar is contiguous in the output's shape; otherwise through its strided loop, 
 scalar. Two common ONNX patterns used to miss it, and each case here fails if they do again:
 an activation applied to a convolution's channels-first view of a channels-last result (the
 bridge now computes it on the result beneath and transposes back), and a [1]-shaped constant
-(counted as a full operand unless it has no dimensions; the bridge makes it rank 0). Each case
+(counted as a full operand unless it has no dimensions; the bridge makes it rank 0). A third, an
+attention mask broadcast over heads and rows, is a true broadcast: the Add copies it out to the
+full shape first (src/ops/elementwise.c). Each case
 runs in a child process with its own TMPDIR, so MLX's kernel cache starts empty and lists
 exactly the kernels this model needed; results are checked against ORT's CPU provider."""
 import os
@@ -92,4 +94,18 @@ def test_activation_after_a_convolution_runs_in_memory_order(tmp_path, group, ke
     model = make_model(nodes, [("x", TP.FLOAT, [1, c, 12, 20])], [("y", TP.FLOAT, None)],
                        initializers=inits)
     built = kernels_built(tmp_path, model, (1, c, 12, 20))
+    assert built and not [k for k in built if "_strided_" in k], built
+
+
+def test_attention_mask_is_copied_out_before_its_add(tmp_path):
+    """scores / 8 + mask, mask [1, 1, 1, T] over scores [1, H, T, T], then Relu: one fused kernel
+    that would read the mask through its strided loop."""
+    mask = np.where(np.arange(128) < 100, 0.0, -1e4).astype(np.float32).reshape(1, 1, 1, 128)
+    nodes = [helper.make_node("Div", ["x", "eight"], ["d"]),
+             helper.make_node("Add", ["d", "mask"], ["a"]),
+             helper.make_node("Relu", ["a"], ["y"])]
+    model = make_model(nodes, [("x", TP.FLOAT, [1, 4, 128, 128])], [("y", TP.FLOAT, None)],
+                       initializers=[const("eight", 8, []),
+                                     numpy_helper.from_array(mask, "mask")])
+    built = kernels_built(tmp_path, model, (1, 4, 128, 128))
     assert built and not [k for k in built if "_strided_" in k], built

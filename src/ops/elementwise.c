@@ -285,6 +285,30 @@ static int translate_sign(tr_ctx *t, const ir_node *n, const op_row *r) {
   return tr_out_cast(t, 0, y);
 }
 
+/* On the CPU device, in a graph built for one shape: a float32 operand that other operands'
+ * leading dimensions broadcast (an attention mask [1, 1, 1, T] added to scores [1, H, T, T]) is
+ * first copied out to the full shape. With a broadcast operand MLX runs the whole fused kernel
+ * around the Add through its strided loop, scalar code; the copy is one vectorised pass. */
+enum { MATERIALISE_MIN_ELEMENTS = 1 << 16 };
+static int materialise_broadcast(tr_ctx *t, mx_array *a, mx_array other) {
+  int rank = mx_ndim(*a) > mx_ndim(other) ? mx_ndim(*a) : mx_ndim(other);
+  if (mx_dtype_of(*a) != MX_FLOAT32 || mx_ndim(*a) != rank || rank < 2 ||
+      mx_ndim(other) != rank)
+    return MX_OK;
+  int shape[MX_MAX_RANK];
+  long out = 1, mine = 1;
+  for (int i = 0; i < rank; i++) {
+    int d = mx_dim(*a, i), e = mx_dim(other, i);
+    if (d != e && d != 1 && e != 1) return MX_OK; /* not broadcastable: MLX reports it */
+    shape[i] = d > e ? d : e, out *= shape[i], mine *= d;
+  }
+  /* only a row broadcast: the last axis whole, some leading one stretched */
+  if (mine == out || mx_dim(*a, -1) != shape[rank - 1] || out < MATERIALISE_MIN_ELEMENTS)
+    return MX_OK;
+  TR_TRY(mx_broadcast_to(t->mx, a, *a, shape, rank));
+  return mx_contiguous(t->mx, a, *a);
+}
+
 /* Add of a MatMul's product (read nowhere else) and a float32 bias [N] on the CPU device, in a
  * graph built for one shape (eager or keyed): one addmm, so that BLAS accumulates onto the bias
  * instead of zeroing its output and MLX adding a broadcast row in its strided (scalar) loop.
@@ -308,6 +332,11 @@ static int translate_add(tr_ctx *t, const ir_node *n, const op_row *r) {
                              : "folded into the MatMul (addmm)");
       return tr_out(t, 0, y);
     }
+    mx_array a = tr_in(t, 0), b = tr_in(t, 1), y;
+    TR_TRY(materialise_broadcast(t, &a, b));
+    TR_TRY(materialise_broadcast(t, &b, a));
+    TR_TRY(mx_binary(t->mx, &y, MX_ADD, a, b));
+    return tr_out_cast(t, 0, y);
   }
   return op_translate_binary(t, n, r);
 }
