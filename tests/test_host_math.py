@@ -3,8 +3,8 @@ device for float32 (src/ops/host_math.c). Each case runs against ORT's CPU provi
 noted path proves the host kernel ran: rows whose length is a multiple of the 8-float vector and
 rows that end in a remainder, single rows and enough rows to split over the cores, extreme values
 (exp's clamps, erf's two branches, signed zeros, infinities and NaN). With
-ONNXRUNTIME_EP_MLX_NO_HOST_MATH=1 the same nodes take the composed path again: erf gives the same
-bits (the same operations in the same order), softmax and layer norm agree to float32 rounding."""
+ONNXRUNTIME_EP_MLX_NO_HOST_MATH=1 the same nodes take the composed path again, and the two agree
+to float32 rounding (the host forms fuse multiply-adds where the processor has FMA)."""
 import gc
 import os
 import subprocess
@@ -153,5 +153,7 @@ def test_switched_off_composes_and_agrees(tmp_path):
         outs[mode] = np.load(out)
     on, off = [[outs[m][k] for k in outs[m].files] for m in ("on", "off")]
     np.testing.assert_allclose(on[0], off[0], rtol=2e-6, atol=1e-9)  # softmax: sums reordered
-    np.testing.assert_array_equal(on[1], off[1])  # erf: fastmath.c's operations, in its order
+    # erf: fastmath.c's operations in its order, multiply-adds fused in the host form's AVX2
+    # build: rounding apart (each form within 2 ulps of float64: test_ops_elementwise.py)
+    np.testing.assert_allclose(on[1], off[1], rtol=4.8e-7, atol=1e-30)
     np.testing.assert_allclose(on[2], off[2], rtol=2e-6, atol=1e-6)  # layer norm: MLX's kernel

@@ -1,8 +1,9 @@
 /*
  * What the host kernels' loops (depthwise_loop.c, host_math.c) share: 8-float vectors in GCC's
- * vector extension, unaligned loads and stores, and the attribute that builds a loop twice on
- * x86-64 (AVX2 and the baseline), the loader picking one for the processor. Contraction stays off
- * (ISO C mode), so both builds round each operation alike and give the same bits.
+ * vector extension, unaligned loads and stores, and the attributes that build a loop twice on
+ * x86-64 (AVX2, or AVX2 with FMA, and the baseline), the loader picking one for the processor.
+ * Contraction stays off (ISO C mode) unless a file turns it on, so HOST_CLONES builds round each
+ * operation alike and give the same bits.
  */
 #ifndef OPS_HOST_SIMD_H
 #define OPS_HOST_SIMD_H
@@ -19,8 +20,12 @@ typedef int i32x8 __attribute__((vector_size(32)));
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define HOST_CLONES __attribute__((target_clones("avx2", "default")))
+/* For loops that may fuse multiply-adds (their file allows contraction): AVX2 with FMA, picked
+ * by the processor's features (x86-64-v3), and the baseline. */
+#define HOST_CLONES_FMA __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define HOST_CLONES
+#define HOST_CLONES_FMA
 #endif
 
 /* Inlined into each build of its caller, so compiled for that build's instruction set; being
