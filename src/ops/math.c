@@ -37,11 +37,13 @@ static bool claim_matmul(const ir_graph *g, const ir_node *n, const op_row *r, o
   return true;
 }
 
-/* A constant 2-D weight: packed once for the CPU device's host kernel (matmul_cpu.c), so the
- * node is shape-keyed there; shapeless elsewhere. */
+/* A constant float32 2-D weight: packed once for the CPU device's host kernel (matmul_cpu.c),
+ * so the node is shape-keyed there; shapeless elsewhere. */
 static op_compile_class matmul_class(const ir_graph *g, const ir_node *n) {
   const ir_value *w = ir_input(g, n, 1);
-  return w && w->rank == 2 && op_input_is_const(g, n, 1) ? OP_SHAPELESS_GPU : OP_SHAPELESS;
+  return w && w->rank == 2 && w->elem_type == IR_FLOAT && op_input_is_const(g, n, 1)
+             ? OP_SHAPELESS_GPU
+             : OP_SHAPELESS;
 }
 
 static int prepare_matmul(tr_ctx *t, const ir_node *n, const op_row *r) {
