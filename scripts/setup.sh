@@ -15,8 +15,8 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/python ]
   exit 0
 fi
 mkdir -p .deps
-# Debian's OpenBLAS serves MLX's sgemm much faster than the wheel's reference BLAS (see the
-# Makefile). Installed when we can (root with apt); without it the build still works.
+# Debian's OpenBLAS serves MLX's LAPACK calls and is the A/B alternative to the plugin's own
+# sgemm (see the Makefile). Installed when we can (root with apt); without it the build works.
 if [ ! -e /usr/lib/x86_64-linux-gnu/libopenblas.so.0 ] && command -v apt-get >/dev/null &&
    [ "$(id -u)" = 0 ]; then
   apt-get install -y -q libopenblas0-pthread >/dev/null 2>&1 ||

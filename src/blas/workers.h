@@ -16,4 +16,12 @@ int workers_available(void);
  * part itself. */
 void workers_run(workers_fn fn, void *arg, int parts);
 
+/* Part `part` of `parts` near-equal ranges of [0, total): [*first, *last), empty for parts past
+ * the end. */
+static inline void workers_range(long total, int parts, int part, long *first, long *last) {
+  long per = (total + parts - 1) / parts;
+  *first = part * per < total ? part * per : total;
+  *last = *first + per < total ? *first + per : total;
+}
+
 #endif

@@ -1,7 +1,7 @@
 /*
- * Which library serves MLX's matrix products in this process. The plugin lists OpenBLAS ahead of
- * libmlx so that libmlx's cblas_sgemm binds to OpenBLAS (Makefile), but that holds only when the
- * plugin loads libmlx: a process that imported MLX first (Python's `import mlx.core` binds every
+ * Which library serves MLX's matrix products in this process. The plugin exports its own
+ * cblas_sgemm (blas/sgemm.c), and libmlx's binds to it, but that holds only when the plugin loads
+ * libmlx: a process that imported MLX first (Python's `import mlx.core` binds every
  * symbol at load) keeps the reference BLAS bundled with the wheel, about ten times slower on
  * MiniLM (docs/BENCHMARKS.md). This file reads the address libmlx's relocation slot for
  * cblas_sgemm holds (through the loader's program headers and libmlx's dynamic relocations,
@@ -76,7 +76,7 @@ static int find_mlx_slot(struct dl_phdr_info *info, size_t size, void *data) {
   return 1;
 }
 
-/* The cblas_sgemm this plugin's dependency order finds (OpenBLAS when the build linked it). */
+/* The cblas_sgemm this plugin's lookup scope finds: the plugin's own. */
 static void *plugin_sgemm(void) {
   Dl_info self;
   if (!dladdr((void *)&blas_binding_check, &self) || !self.dli_fname) return NULL;

@@ -113,8 +113,8 @@ typedef struct depthwise_job {
 
 static void depthwise_part(void *arg, int part) {
   const depthwise_job *j = arg;
-  long per = (j->rows_total + j->parts - 1) / j->parts, first = part * per;
-  long last = first + per < j->rows_total ? first + per : j->rows_total;
+  long first, last;
+  workers_range(j->rows_total, j->parts, part, &first, &last);
   if (first < last) depthwise_rows(j->g, j->x, j->rows, j->bias, j->y, first, last);
 }
 

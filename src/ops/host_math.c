@@ -200,9 +200,9 @@ static void erf_elements(const float *x, float *y, long n) {
 static void run_part(void *arg, int part) {
   const hm_job *job = arg;
   const hm_params *p = job->p;
-  long units = p->kind == HM_ERF ? (p->cols + 7) / 8 : p->rows;
-  long per = (units + job->parts - 1) / job->parts, start = part * per;
-  long count = units - start < per ? units - start : per;
+  long units = p->kind == HM_ERF ? (p->cols + 7) / 8 : p->rows, start, end;
+  workers_range(units, job->parts, part, &start, &end);
+  long count = end - start;
   if (count <= 0) return;
   if (p->kind == HM_ERF) {
     long at = start * 8, n = count * 8 < p->cols - at ? count * 8 : p->cols - at;
