@@ -4,9 +4,10 @@
  * compositions of several passes (a reduction, a broadcast subtraction through its strided loop,
  * the composed exp or erf of fastmath.c, another reduction, a division), each a trip through
  * memory; here each row is read once into vector registers per statistic and written once. exp
- * and erf are fastmath.c's functions, the same constants and operations in the same order; the
- * x86-64-v3 build fuses their multiply-adds, so the two forms differ by rounding only (both
- * within 2 ulps of float64, tested). Rows are split over the cores (blas/workers.c).
+ * and erf are fastmath.c's functions, the same constants and polynomials; the x86-64-v3 build
+ * fuses their multiply-adds and exp flushes results below the smallest normal to zero, so the two
+ * forms differ by rounding and in the subnormal range only (both within 2 ulps of float64 above
+ * it, tested). Rows are split over the cores (blas/workers.c).
  */
 #include "ops/host_math.h"
 
@@ -46,25 +47,18 @@ HOST_INLINE f32x8 select8(i32x8 mask, f32x8 a, f32x8 b) {
   return (f32x8)((mask & (i32x8)a) | (~mask & (i32x8)b));
 }
 
-/* v rounded to an integer, ties to even (|v| < 2^22), as fastmath.c's round_int */
-HOST_INLINE f32x8 round8(f32x8 v) {
-  const float magic = 12582912.0f;
-  v = v + magic;
-  return v - magic;
-}
-
-/* 2^k for integer-valued k in [-150, 128], from exponent bits */
-HOST_INLINE f32x8 pow2_8(f32x8 k) {
-  i32x8 bits = __builtin_convertvector(k, i32x8) + 127;
-  return (f32x8)(bits << 23);
-}
-
-/* fastmath.c's fm_exp, operation for operation (multiply-adds fused where the build allows) */
+/* e^x, fastmath.c's reduction and polynomial (the same constants, multiply-adds fused where the
+ * build allows), with two shortcuts its composed graph cannot take: 2^n goes straight into the
+ * exponent bits, and results below float32's smallest normal (x < -87.3) flush to zero, so no
+ * operation ever makes a subnormal. This processor takes a slow assist for each one: softmax rows
+ * behind a -3.4e38 attention mask ran 2.6x slower. Inputs above 88.7 are taken as 88.7 (its
+ * callers pass at most 0, softmax, and about 1, erf); NaN stays NaN. */
 HOST_INLINE f32x8 exp8(f32x8 x, const fm_constants *c) {
-  f32x8 lo = splat(-104.0f), hi = splat(89.0f);
-  x = select8(x < lo, lo, x);
-  x = select8(x > hi, hi, x);
-  f32x8 n = round8(x * c->log2e + 0.0f);
+  const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer in the low bits */
+  i32x8 underflow = x < -87.3f;
+  x = select8(underflow, splat(-87.3f), x);
+  x = select8(x > 88.7f, splat(88.7f), x);
+  f32x8 t = x * c->log2e + magic, n = t - magic;
   f32x8 r = x + (n * -c->ln2_hi + 0.0f);
   r = r + (n * -c->ln2_lo + 0.0f);
   f32x8 p = splat(c->exp_poly[0]);
@@ -73,9 +67,8 @@ HOST_INLINE f32x8 exp8(f32x8 x, const fm_constants *c) {
   y = y * p;
   y = y + r;
   y = y + 1.0f;
-  f32x8 n1 = round8(n * 0.5f + -0.25f), n2 = n - n1;
-  y = y * pow2_8(n1);
-  return y * pow2_8(n2);
+  i32x8 scaled = (i32x8)y + ((i32x8)t << 23); /* t's low bits hold n, two's complement */
+  return select8(x != x, x, (f32x8)(scaled & ~underflow));
 }
 
 /* fastmath.c's fm_erf, operation for operation (multiply-adds fused where the build allows) */
