@@ -15,6 +15,7 @@
 #include "ops/families.h"
 #include "ops/fastmath.h"
 #include "ops/host_math.h"
+#include "ops/host_patterns.h"
 #include "plan/translate.h"
 
 #include <math.h>
@@ -294,8 +295,13 @@ static int translate_softmax(tr_ctx *t, const ir_node *n, const op_row *r) {
   TR_TRY(sm_axes(t, n, mx_ndim(x), axes, &k));
   if (r->code == SM_SOFTMAX) {
     if (hm_applies(t, x) && k == 1 && axes[0] == mx_ndim(x) - 1) { /* one pass per row */
-      TR_TRY(hm_softmax_last(t, x, &y));
-      tr_note_path(t, "host kernel (CPU)");
+      hp_softmax_input in;
+      hp_softmax_input_of(t, n, &in);
+      mx_array mask = in.mask != IR_NONE ? t->values[in.mask] : NULL;
+      TR_TRY(hm_softmax_last(t, t->values[in.scores], in.scale, mask, &y));
+      tr_note_path(t, mask ? "host kernel, scale and mask folded in (CPU)"
+                      : in.scale != 1.0f ? "host kernel, scale folded in (CPU)"
+                                         : "host kernel (CPU)");
     } else if (fm_applies(t, x)) { /* MLX's CPU softmax runs its scalar exp */
       TR_TRY(fm_softmax(t, x, axes, k, &y));
       tr_note_path(t, "composed (CPU)");

@@ -5,14 +5,15 @@
 #include "ops/families.h"
 #include "ops/fastmath.h"
 #include "ops/host_math.h"
+#include "ops/host_patterns.h"
 #include "plan/translate.h"
 
 int op_translate_unary(tr_ctx *t, const ir_node *n, const op_row *r) {
-  (void)n;
   mx_array y, x = tr_in(t, 0);
   if (r->code == MX_ERF && hm_applies(t, x)) { /* erf in one pass, not a composition */
     TR_TRY(hm_erf(t, x, &y));
-    tr_note_path(t, "host kernel (CPU)");
+    tr_note_path(t, hp_erf_in_gelu(t, n) ? "inside a Gelu: its last Mul's host kernel computes it"
+                                         : "host kernel (CPU)");
   } else if (fm_has_unary(r->code) && fm_applies(t, x)) { /* MLX's CPU exp is scalar code */
     TR_TRY(fm_unary(t, r->code, x, &y));
     tr_note_path(t, "composed (CPU)");

@@ -13,6 +13,8 @@
  * `broadcast` attribute we do not translate.
  */
 #include "ops/families.h"
+#include "ops/host_math.h"
+#include "ops/host_patterns.h"
 #include "ops/lowbit.h"
 #include "plan/translate.h"
 
@@ -341,6 +343,19 @@ static int translate_add(tr_ctx *t, const ir_node *n, const op_row *r) {
   return op_translate_binary(t, n, r);
 }
 
+/* The last Mul of Gelu's five-node spelling, on the CPU device for float32: one host kernel
+ * from the chain's input (the chain's inner nodes are translated but never evaluated). */
+static int translate_mul(tr_ctx *t, const ir_node *n, const op_row *r) {
+  int x = hm_applies(t, tr_in(t, 0)) ? hp_gelu_input(t, n) : IR_NONE;
+  if (x != IR_NONE && hm_applies(t, t->values[x])) {
+    mx_array y;
+    TR_TRY(hm_gelu(t, t->values[x], &y));
+    tr_note_path(t, "last of a Gelu's five nodes: one host kernel (CPU)");
+    return tr_out_cast(t, 0, y);
+  }
+  return op_translate_binary(t, n, r);
+}
+
 static int translate_where(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)n, (void)r;
   mx_array y;
@@ -360,7 +375,9 @@ const op_row ops_elementwise_rows[] = {
     {"", "Add", 7, 14, claim_same_types, translate_add, OP_SHAPELESS, OP_NUMERIC | OP_F64, MX_ADD,
      "on the CPU device, a MatMul's bias folds into one addmm"},
     BINARY("Sub", 7, 14, MX_SUBTRACT, OP_NUMERIC | OP_F64),
-    BINARY("Mul", 7, 14, MX_MULTIPLY, OP_NUMERIC | OP_F64),
+    {"", "Mul", 7, 14, claim_same_types, translate_mul, OP_SHAPELESS, OP_NUMERIC | OP_F64,
+     MX_MULTIPLY, "on the CPU device, the last Mul of Gelu spelled in five nodes runs them as one "
+     "kernel"},
     {"", "Div", 7, 14, claim_same_types, translate_div, OP_SHAPELESS, OP_NUMERIC | OP_F64, MX_DIVIDE,
      "integer division truncates toward zero"},
     {"", "Pow", 7, 15, NULL, translate_pow, OP_SHAPELESS, OP_NUMERIC | OP_F64, MX_POWER, NULL},

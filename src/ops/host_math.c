@@ -107,46 +107,77 @@ HOST_INLINE float lanes_max(f32x8 v) {
 }
 
 /* --- the kernels -------------------------------------------------------------------------- */
-typedef enum hm_kind { HM_SOFTMAX, HM_LAYER_NORM, HM_ERF } hm_kind;
+typedef enum hm_kind { HM_SOFTMAX, HM_LAYER_NORM, HM_ERF, HM_GELU } hm_kind;
 
 typedef struct hm_params {
   hm_kind kind;
-  long rows, cols; /* the elementwise kernel sees one row of every element */
+  long rows, cols; /* the elementwise kernels see one row of every element */
   float eps;
+  /* softmax: scores * scale (+ a mask row) before the softmax. A row r of x, counted over x's
+   * leading axes lead[0:n_lead], reads the mask's row at sum of its index on axis i times
+   * mask_stride[i] (0 where the mask broadcasts). */
+  float scale;
+  bool masked;
+  int n_lead;
+  int lead[MX_MAX_RANK];
+  long mask_stride[MX_MAX_RANK];
 } hm_params;
 
 typedef struct hm_job {
   const hm_params *p;
-  const float *x, *scale, *bias;
+  const float *x, *aux[2]; /* layer norm's scale and bias (or NULL), softmax's mask (or NULL) */
   float *y;
   int parts;
 } hm_job;
 
+/* Where row r's mask row starts (p->masked). */
+static long mask_offset(const hm_params *p, long r) {
+  long at = 0;
+  for (int i = p->n_lead - 1; i >= 0; i--) at += r % p->lead[i] * p->mask_stride[i], r /= p->lead[i];
+  return at;
+}
+
+/* Rows [first, first + rows) of softmax(x * scale + mask): the first pass writes the scaled,
+ * masked row to y and finds its maximum, the second exponentiates in place and sums, the third
+ * scales by the sum's reciprocal. */
 HOST_CLONES_FMA
-static void softmax_rows(const float *x, float *y, long rows, long cols) {
+static void softmax_rows(const hm_params *p, const float *x, const float *mask, float *y,
+                         long first, long rows) {
   fm_constants c = constants();
+  long cols = p->cols, full = cols - cols % 8;
   int tail = (int)(cols % 8);
-  long full = cols - tail;
-  for (long r = 0; r < rows; r++, x += cols, y += cols) {
-    f32x8 m8 = splat(-INFINITY), v;
-    for (long i = 0; i < full; i += 8) LOAD8(v, x + i), m8 = select8(v > m8, v, m8);
-    float m = lanes_max(m8);
-    for (long i = full; i < cols; i++) m = x[i] > m ? x[i] : m;
-    f32x8 s8 = splat(0.0f);
+  x += first * cols, y += first * cols;
+  for (long r = first; r < first + rows; r++, x += cols, y += cols) {
+    const float *m = p->masked ? mask + mask_offset(p, r) : NULL;
+    f32x8 m8 = splat(-INFINITY), v, b;
     for (long i = 0; i < full; i += 8) {
       LOAD8(v, x + i);
-      v = exp8(v - m, &c);
+      v = v * p->scale;
+      if (m) LOAD8(b, m + i), v = v + b;
+      STORE8(y + i, v);
+      m8 = select8(v > m8, v, m8);
+    }
+    float top = lanes_max(m8);
+    for (long i = full; i < cols; i++) {
+      y[i] = x[i] * p->scale + (m ? m[i] : 0.0f);
+      top = y[i] > top ? y[i] : top;
+    }
+    f32x8 s8 = splat(0.0f);
+    for (long i = 0; i < full; i += 8) {
+      LOAD8(v, y + i);
+      v = exp8(v - top, &c);
       STORE8(y + i, v);
       s8 = s8 + v;
     }
     if (tail) {
-      v = exp8(load_part(x + full, tail, m) - m, &c);
+      v = exp8(load_part(y + full, tail, top) - top, &c);
       memcpy(y + full, &v, (size_t)tail * sizeof *y);
     }
     float s = lanes_sum(s8);
     for (long i = full; i < cols; i++) s += y[i];
-    for (long i = 0; i < full; i += 8) LOAD8(v, y + i), v = v / s, STORE8(y + i, v);
-    for (long i = full; i < cols; i++) y[i] = y[i] / s;
+    float inv = 1.0f / s;
+    for (long i = 0; i < full; i += 8) LOAD8(v, y + i), v = v * inv, STORE8(y + i, v);
+    for (long i = full; i < cols; i++) y[i] = y[i] * inv;
   }
 }
 
@@ -177,15 +208,20 @@ static void layer_norm_rows(const float *x, const float *scale, const float *bia
   }
 }
 
+/* erf, or with gelu set x * (1 + erf(x / sqrt 2)) * 0.5 (ONNX's Gelu, approximate='none', in
+ * the order of its five-node spelling), over n elements. */
 HOST_CLONES_FMA
-static void erf_elements(const float *x, float *y, long n) {
+static void erf_elements(const float *x, float *y, long n, bool gelu) {
   fm_constants c = constants();
-  long full = n - n % 8;
   f32x8 v;
-  for (long i = 0; i < full; i += 8) LOAD8(v, x + i), v = erf8(v, &c), STORE8(y + i, v);
-  if (full < n) {
-    v = erf8(load_part(x + full, (int)(n - full), 0.0f), &c);
-    memcpy(y + full, &v, (size_t)(n - full) * sizeof *y);
+  for (long i = 0; i < n; i += 8) {
+    int count = n - i < 8 ? (int)(n - i) : 8;
+    if (count == 8) LOAD8(v, x + i);
+    else v = load_part(x + i, count, 0.0f);
+    f32x8 e = erf8(gelu ? v * (float)M_SQRT1_2 : v, &c);
+    if (gelu) e = v * (e + 1.0f) * 0.5f;
+    if (count == 8) STORE8(y + i, e);
+    else memcpy(y + i, &e, (size_t)count * sizeof *y);
   }
 }
 
@@ -193,24 +229,24 @@ static void erf_elements(const float *x, float *y, long n) {
 static void run_part(void *arg, int part) {
   const hm_job *job = arg;
   const hm_params *p = job->p;
-  long units = p->kind == HM_ERF ? (p->cols + 7) / 8 : p->rows, start, end;
+  long units = p->kind == HM_ERF || p->kind == HM_GELU ? (p->cols + 7) / 8 : p->rows, start, end;
   workers_range(units, job->parts, part, &start, &end);
   long count = end - start;
   if (count <= 0) return;
-  if (p->kind == HM_ERF) {
+  if (p->kind == HM_ERF || p->kind == HM_GELU) {
     long at = start * 8, n = count * 8 < p->cols - at ? count * 8 : p->cols - at;
-    erf_elements(job->x + at, job->y + at, n);
+    erf_elements(job->x + at, job->y + at, n, p->kind == HM_GELU);
     return;
   }
   long at = start * p->cols;
-  if (p->kind == HM_SOFTMAX) softmax_rows(job->x + at, job->y + at, count, p->cols);
-  else layer_norm_rows(job->x + at, job->scale, job->bias, job->y + at, count, p->cols, p->eps);
+  if (p->kind == HM_SOFTMAX) softmax_rows(p, job->x, job->aux[0], job->y, start, count);
+  else layer_norm_rows(job->x + at, job->aux[0], job->aux[1], job->y + at, count, p->cols, p->eps);
 }
 
 static void host_math(const mx_host_tensor *in, int n_in, const mx_host_tensor *out,
                       const void *params) {
   const hm_params *p = params;
-  hm_job job = {p, in[0].data, n_in > 1 ? in[1].data : NULL, n_in > 2 ? in[2].data : NULL,
+  hm_job job = {p, in[0].data, {n_in > 1 ? in[1].data : NULL, n_in > 2 ? in[2].data : NULL},
                 (float *)out->data, 1};
   if (p->rows * p->cols >= PARALLEL_MIN_ELEMENTS) job.parts = workers_available();
   workers_run(run_part, &job, job.parts);
@@ -232,14 +268,27 @@ static int build(tr_ctx *t, hm_params p, const char *name, mx_array *ins, int n_
   int rank = mx_ndim(x);
   long elements = 1;
   for (int i = 0; i < rank; i++) elements *= mx_shape(x)[i];
-  if (p.kind == HM_ERF) p.rows = 1, p.cols = elements;
+  if (p.kind == HM_ERF || p.kind == HM_GELU) p.rows = 1, p.cols = elements;
   else p.cols = rank ? mx_shape(x)[rank - 1] : 1, p.rows = p.cols ? elements / p.cols : 0;
   return mx_host_kernel(t->mx, y, name, host_math, &p, sizeof p, ins, n_ins, mx_shape(x), rank,
                         MX_FLOAT32, 0);
 }
 
-int hm_softmax_last(tr_ctx *t, mx_array x, mx_array *y) {
-  return build(t, (hm_params){HM_SOFTMAX}, "softmax", &x, 1, y);
+int hm_softmax_last(tr_ctx *t, mx_array x, float scale, mx_array mask, mx_array *y) {
+  hm_params p = {HM_SOFTMAX, .scale = scale, .masked = mask != NULL};
+  if (mask) { /* its axes align with x's trailing ones; its last is whole (the caller checks) */
+    int rank = mx_ndim(x), offset = rank - mx_ndim(mask);
+    long stride = mx_dim(x, -1);
+    p.n_lead = rank - 1;
+    for (int i = rank - 2; i >= 0; i--) {
+      int d = i >= offset ? mx_shape(mask)[i - offset] : 1;
+      p.lead[i] = mx_shape(x)[i];
+      p.mask_stride[i] = d == 1 ? 0 : stride;
+      stride *= d;
+    }
+  }
+  mx_array ins[2] = {x, mask};
+  return build(t, p, mask ? "scaled, masked softmax" : "softmax", ins, mask ? 2 : 1, y);
 }
 
 int hm_layer_norm_last(tr_ctx *t, mx_array x, mx_array scale, mx_array bias, float eps,
@@ -251,4 +300,8 @@ int hm_layer_norm_last(tr_ctx *t, mx_array x, mx_array scale, mx_array bias, flo
 
 int hm_erf(tr_ctx *t, mx_array x, mx_array *y) {
   return build(t, (hm_params){HM_ERF}, "erf", &x, 1, y);
+}
+
+int hm_gelu(tr_ctx *t, mx_array x, mx_array *y) {
+  return build(t, (hm_params){HM_GELU}, "gelu", &x, 1, y);
 }

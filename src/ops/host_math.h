@@ -1,7 +1,8 @@
 /*
- * Softmax and LayerNormalization over the last axis, and erf, as host kernels for float32 on the
- * CPU device (host_math.c): one pass per row (or over the elements) in vector registers, rows
- * split over the cores, in place of the compositions MLX runs as several scalar passes.
+ * Softmax (with a scale and an additive mask folded in) and LayerNormalization over the last
+ * axis, erf and Gelu, as host kernels for float32 on the CPU device (host_math.c): one pass per
+ * row (or over the elements) in vector registers, rows split over the cores, in place of the
+ * compositions MLX runs as several scalar passes.
  */
 #ifndef OPS_HOST_MATH_H
 #define OPS_HOST_MATH_H
@@ -18,13 +19,16 @@ bool hm_applies(const tr_ctx *t, mx_array x);
 void hm_set_enabled(bool enabled);
 bool hm_enabled(void);
 
-/* softmax over x's last axis */
-int hm_softmax_last(tr_ctx *t, mx_array x, mx_array *y);
+/* softmax over x's last axis of x * scale, plus mask when not NULL: a float32 array whose axes
+ * align with x's trailing ones, each 1 or x's, the last x's own (the caller checks) */
+int hm_softmax_last(tr_ctx *t, mx_array x, float scale, mx_array mask, mx_array *y);
 /* (x - mean) / sqrt(var + eps) * scale + bias over x's last axis; scale and bias (bias may be
  * NULL) are float32 vectors of the last axis's length (the caller checks). */
 int hm_layer_norm_last(tr_ctx *t, mx_array x, mx_array scale, mx_array bias, float eps,
                        mx_array *y);
 /* erf, element by element */
 int hm_erf(tr_ctx *t, mx_array x, mx_array *y);
+/* x * (1 + erf(x / sqrt 2)) * 0.5, element by element (Gelu, approximate='none') */
+int hm_gelu(tr_ctx *t, mx_array x, mx_array *y);
 
 #endif

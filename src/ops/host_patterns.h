@@ -1,0 +1,31 @@
+/*
+ * Node chains one host kernel replaces on the CPU device (host_patterns.c), recognised in the
+ * ONNX graph by the translator of the chain's last node: the five-node spelling of Gelu, and a
+ * Softmax over scores that were scaled and masked. The chain's inner values must be read by
+ * nothing else, so the last node may compute its output from the chain's input directly; the
+ * inner nodes are still translated, but MLX never evaluates what no output needs.
+ */
+#ifndef OPS_HOST_PATTERNS_H
+#define OPS_HOST_PATTERNS_H
+
+#include "plan/translate.h"
+
+/* When node n (a Mul) ends x * (1 + erf(x / sqrt 2)) * 0.5, with the three factors in any
+ * order and x / sqrt 2 spelled as a Div or as a Mul by 1 / sqrt 2, x's value index; otherwise
+ * IR_NONE. */
+int hp_gelu_input(tr_ctx *t, const ir_node *n);
+
+/* Whether node n (an Erf) lies inside a chain hp_gelu_input recognises at its end. */
+bool hp_erf_in_gelu(tr_ctx *t, const ir_node *n);
+
+/* What a Softmax's input folds in: the input is scores * scale (a Mul by a one-element constant,
+ * or a Div by one), plus mask when mask is not IR_NONE (an Add of a float32 value whose axes align
+ * with the scores' trailing ones, each 1 or the scores', the last one whole). Either step may be
+ * absent; scores is a value index. */
+typedef struct hp_softmax_input {
+  int scores, mask;
+  float scale;
+} hp_softmax_input;
+void hp_softmax_input_of(tr_ctx *t, const ir_node *softmax, hp_softmax_input *in);
+
+#endif
