@@ -247,6 +247,14 @@ CPU_FORM_CASES = [
     # enough products to split output rows over the cores (uneven rows per thread)
     ("Conv", DEPTHWISE, "dw-2d-threads", (3, 40, 23, 30), (40, 1, 3, 3),
      dict(group=40, pads=[1, 1, 1, 1])),
+    # channels in whole 8-float vectors: outputs clear of the padding along w go 8 at a time
+    # (blocks and edges in one row; stride 2 along w; more than 64 channels without a bias)
+    ("Conv", DEPTHWISE, "dw-2d-blocks-5x5", (1, 32, 12, 40), (32, 1, 5, 5),
+     dict(group=32, strides=[2, 1], pads=[2, 2, 2, 2])),
+    ("Conv", DEPTHWISE, "dw-2d-blocks-c72-dil-s2", (2, 72, 7, 45), (72, 1, 3, 3),
+     dict(group=72, strides=[1, 2], dilations=[1, 2], pads=[1, 2, 1, 3])),
+    ("Conv", DEPTHWISE, "dw-3d-blocks", (1, 16, 3, 4, 21), (16, 1, 2, 3, 3),
+     dict(group=16, pads=[1, 1, 1, 0, 1, 1])),
     # per-tap products are taken from about a MiB of im2col columns up (positions x taps x C)
     ("Conv", TAPS, "taps-2d", (2, 16, 40, 24), (5, 16, 3, 3), dict(pads=[1, 1, 1, 1])),
     ("Conv", TAPS, "taps-2d-dil-asym", (1, 24, 40, 50), (3, 24, 2, 3),

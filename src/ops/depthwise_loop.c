@@ -3,7 +3,9 @@
  * channels-last x [N, d, h, w, C] (1-D and 2-D inputs take d = h = 1) times per-tap channel rows
  * [taps, C], plus an optional bias [C]. For each output position it sums the taps that fall
  * inside the input over the channels, 8-channel blocks held in registers; taps that fall in the
- * zero padding are skipped, so the padded input is never built.
+ * zero padding are skipped, so the padded input is never built. Where the channels fill whole
+ * vectors, runs of 8 outputs clear of the padding along w share each tap's weight load (PP-OCR's
+ * 5x5 depthwise layers: 7.5 -> 6.1 ms for eight of them).
  * Built per graph instead of the per-tap multiply-adds MLX would fuse: those read strided slices
  * and a broadcast weight, which sends MLX's fused kernel through its strided loop (scalar code);
  * here the inner loop runs over contiguous channels and is vectorised. Each product is rounded
@@ -57,48 +59,109 @@ static inline __attribute__((always_inline)) void taps_sum(float *y, const float
 }
 
 
-/* Output rows (one per batch item, output depth and output height) [first, last): for each
- * output position, the offsets of the taps that land inside the input (the others read zero
- * padding and add nothing), then their sum over the channels, TAPS_PER_PASS taps per pass (a
- * later pass starts from the earlier passes' sum). */
+/* One output position the general way: the offsets of the taps that land inside the input (the
+ * others read zero padding and add nothing), then their sum over the channels, TAPS_PER_PASS taps
+ * per pass (a later pass starts from the earlier passes' sum). */
+static inline __attribute__((always_inline)) void
+position_sum(const depthwise_geometry *g, const float *x, const float *rows, const float *bias,
+             float *acc, int b, int od, int oh, int ow) {
+  const int c = g->c;
+  const long in_plane = (long)g->in[1] * g->in[2];
+  long x_at[TAPS_PER_PASS], w_at[TAPS_PER_PASS];
+  static const float zeros[64];
+  const float *start = bias;
+  if (!start) {
+    if (c <= 64) start = zeros;
+    else memset(acc, 0, sizeof(float) * (size_t)c), start = acc;
+  }
+  int n = 0;
+  long tap = 0;
+  for (int kd = 0; kd < g->k[0]; kd++) {
+    int id = od * g->stride[0] - g->lo[0] + kd * g->dil[0];
+    bool d_in = id >= 0 && id < g->in[0];
+    for (int kh = 0; kh < g->k[1]; kh++) {
+      int ih = oh * g->stride[1] - g->lo[1] + kh * g->dil[1];
+      bool h_in = d_in && ih >= 0 && ih < g->in[1];
+      for (int kw = 0; kw < g->k[2]; kw++, tap++) {
+        int iw = ow * g->stride[2] - g->lo[2] + kw * g->dil[2];
+        if (!h_in || iw < 0 || iw >= g->in[2]) continue;
+        x_at[n] = (((long)b * g->in[0] + id) * in_plane + (long)ih * g->in[2] + iw) * c;
+        w_at[n] = tap * c;
+        if (++n == TAPS_PER_PASS) {
+          taps_sum(acc, start, x, rows, x_at, w_at, n, c);
+          start = acc, n = 0;
+        }
+      }
+    }
+  }
+  if (n || start != acc) taps_sum(acc, start, x, rows, x_at, w_at, n, c);
+}
+
+/* OW_BLOCK neighbouring outputs of one row whose taps all lie inside the input along w (the
+ * row's in-range depth and height taps: x rows at x_row[i], their first tap's weight row
+ * w_row[i]): per 8 channels, each tap's weights are loaded once for all OW_BLOCK outputs, whose
+ * sums stay in registers. The same products, rounded alike and added in the same order, as
+ * position_sum: one load per product instead of two. */
+enum { OW_BLOCK = 8 };
+static inline __attribute__((always_inline)) void
+interior_block(const depthwise_geometry *g, const float *x, const float *rows, const float *bias,
+               float *acc, const long *x_row, const long *w_row, int n_rows, int ow) {
+  const int c = g->c;
+  const long step = (long)g->stride[2] * c;
+  for (int cb = 0; cb < c; cb += 8) {
+    f32x8 sum[OW_BLOCK], wv, p;
+    for (int j = 0; j < OW_BLOCK; j++) {
+      sum[j] = (f32x8){0};
+      if (bias) LOAD8(sum[j], bias + cb);
+    }
+    for (int i = 0; i < n_rows; i++)
+      for (int kw = 0; kw < g->k[2]; kw++) {
+        const float *xp = x + x_row[i] + (long)(ow * g->stride[2] - g->lo[2] + kw * g->dil[2]) * c + cb;
+        LOAD8(wv, rows + w_row[i] + (long)kw * c + cb);
+#pragma GCC unroll 8
+        for (int j = 0; j < OW_BLOCK; j++) LOAD8(p, xp + j * step), sum[j] += p * wv;
+      }
+    for (int j = 0; j < OW_BLOCK; j++) STORE8(acc + (long)j * c + cb, sum[j]);
+  }
+}
+
+/* Output rows (one per batch item, output depth and output height) [first, last). With channels
+ * in whole 8-float vectors, the outputs whose taps all lie inside the input along w go
+ * OW_BLOCK at a time through interior_block; the rest, and every other geometry, take
+ * position_sum. */
 HOST_CLONES
 static void depthwise_rows(const depthwise_geometry *g, const float *x, const float *rows,
                            const float *bias, float *y, long first, long last) {
   const int c = g->c;
   const long in_plane = (long)g->in[1] * g->in[2], out_plane = (long)g->out[1] * g->out[2];
-  long x_at[TAPS_PER_PASS], w_at[TAPS_PER_PASS];
-  float zeros[64] = {0};
+  /* outputs [w_lo, w_hi) read no padding along w */
+  int span = (g->k[2] - 1) * g->dil[2], w_lo = 0, w_hi = g->out[2];
+  while (w_lo < w_hi && w_lo * g->stride[2] - g->lo[2] < 0) w_lo++;
+  while (w_hi > w_lo && (w_hi - 1) * g->stride[2] - g->lo[2] + span >= g->in[2]) w_hi--;
+  bool blocks = c % 8 == 0 && g->k[0] * g->k[1] <= TAPS_PER_PASS;
+  long x_row[TAPS_PER_PASS], w_row[TAPS_PER_PASS];
   for (long r = first; r < last; r++) {
     int oh = (int)(r % g->out[1]), od = (int)(r / g->out[1] % g->out[0]);
     int b = (int)(r / g->out[1] / g->out[0]);
-    for (int ow = 0; ow < g->out[2]; ow++) {
-      float *acc = y + (((long)b * g->out[0] + od) * out_plane + (long)oh * g->out[2] + ow) * c;
-      const float *start = bias;
-      if (!start) {
-        if (c <= 64) start = zeros;
-        else memset(acc, 0, sizeof(float) * (size_t)c), start = acc;
+    float *out = y + (((long)b * g->out[0] + od) * out_plane + (long)oh * g->out[2]) * c;
+    int n_rows = 0;
+    for (int kd = 0; blocks && kd < g->k[0]; kd++) {
+      int id = od * g->stride[0] - g->lo[0] + kd * g->dil[0];
+      for (int kh = 0; kh < g->k[1]; kh++) {
+        int ih = oh * g->stride[1] - g->lo[1] + kh * g->dil[1];
+        if (id < 0 || id >= g->in[0] || ih < 0 || ih >= g->in[1]) continue;
+        x_row[n_rows] = (((long)b * g->in[0] + id) * in_plane + (long)ih * g->in[2]) * c;
+        w_row[n_rows++] = ((long)kd * g->k[1] + kh) * g->k[2] * c;
       }
-      int n = 0;
-      long tap = 0;
-      for (int kd = 0; kd < g->k[0]; kd++) {
-        int id = od * g->stride[0] - g->lo[0] + kd * g->dil[0];
-        bool d_in = id >= 0 && id < g->in[0];
-        for (int kh = 0; kh < g->k[1]; kh++) {
-          int ih = oh * g->stride[1] - g->lo[1] + kh * g->dil[1];
-          bool h_in = d_in && ih >= 0 && ih < g->in[1];
-          for (int kw = 0; kw < g->k[2]; kw++, tap++) {
-            int iw = ow * g->stride[2] - g->lo[2] + kw * g->dil[2];
-            if (!h_in || iw < 0 || iw >= g->in[2]) continue;
-            x_at[n] = (((long)b * g->in[0] + id) * in_plane + (long)ih * g->in[2] + iw) * c;
-            w_at[n] = tap * c;
-            if (++n == TAPS_PER_PASS) {
-              taps_sum(acc, start, x, rows, x_at, w_at, n, c);
-              start = acc, n = 0;
-            }
-          }
-        }
+    }
+    int ow = 0;
+    for (; ow < g->out[2]; ow++) {
+      if (blocks && ow >= w_lo && ow + OW_BLOCK <= w_hi) {
+        interior_block(g, x, rows, bias, out + (long)ow * c, x_row, w_row, n_rows, ow);
+        ow += OW_BLOCK - 1;
+      } else {
+        position_sum(g, x, rows, bias, out + (long)ow * c, b, od, oh, ow);
       }
-      if (n || start != acc) taps_sum(acc, start, x, rows, x_at, w_at, n, c);
     }
   }
 }
