@@ -4,7 +4,9 @@ noted path proves the host kernel ran: rows whose length is a multiple of the 8-
 rows that end in a remainder, single rows and enough rows to split over the cores, extreme values
 (exp's clamps, erf's two branches, signed zeros, infinities and NaN). With
 ONNXRUNTIME_EP_MLX_NO_HOST_MATH=1 the same nodes take the composed path again, and the two agree
-to float32 rounding (the host forms fuse multiply-adds where the processor has FMA)."""
+to float32 rounding (the host forms fuse multiply-adds where the processor has FMA). Chains one
+kernel replaces whole (src/ops/host_patterns.c): Gelu's five-node spelling in its forms, a
+Softmax with its scale and mask folded in, and look-alikes that must stay node by node."""
 import gc
 import os
 import subprocess
@@ -159,3 +161,108 @@ def test_switched_off_composes_and_agrees(tmp_path):
     # build: rounding apart (each form within 2 ulps of float64: test_ops_elementwise.py)
     np.testing.assert_allclose(on[1], off[1], rtol=4.8e-7, atol=1e-30)
     np.testing.assert_allclose(on[2], off[2], rtol=2e-6, atol=1e-6)  # layer norm: MLX's kernel
+
+
+# --- chains one kernel replaces (src/ops/host_patterns.c) ------------------------------------
+GELU_TAIL = "last of a Gelu's five nodes: one host kernel (CPU)"
+GELU_INNER = "inside a Gelu: its last Mul's host kernel computes it"
+
+
+def gelu_nodes(form):
+    """Gelu's five-node spelling: x / sqrt 2 as Div or as Mul by 1 / sqrt 2, and the three
+    factors x, 1 + erf, 0.5 multiplied in the orders exporters write."""
+    if form == "mul-scale":
+        scaled = helper.make_node("Mul", ["c_isq2", "x"], ["d"], name="d")
+    else:
+        scaled = helper.make_node("Div", ["x", "c_sq2"], ["d"], name="d")
+    nodes = [scaled, helper.make_node("Erf", ["d"], ["e"], name="erf"),
+             helper.make_node("Add", ["c_one", "e"], ["a"], name="a")]
+    if form == "half-first":  # (x * 0.5) * (1 + erf)
+        nodes += [helper.make_node("Mul", ["x", "c_half"], ["h"], name="h"),
+                  helper.make_node("Mul", ["a", "h"], ["y"], name="n")]
+    else:                     # (x * (1 + erf)) * 0.5
+        nodes += [helper.make_node("Mul", ["x", "a"], ["m"], name="m"),
+                  helper.make_node("Mul", ["m", "c_half"], ["y"], name="n")]
+    return nodes
+
+
+GELU_CONSTS = [("c_sq2", np.array(np.sqrt(2), np.float32)),
+               ("c_isq2", np.array([1 / np.sqrt(2)], np.float32)),
+               ("c_one", np.array(1, np.float32)), ("c_half", np.array(0.5, np.float32))]
+
+
+@pytest.mark.parametrize("form", ["div", "mul-scale", "half-first"])
+@pytest.mark.parametrize("shape", [(5, 7), (64, 1536)], ids=["small", "split"])
+def test_gelu_chain_is_one_kernel(form, shape, capfd):
+    x = rand(shape, low=-6, high=6, seed=11)
+    x.flat[:4] = [0.0, -0.0, 12.0, -12.0]
+    model = make_model(gelu_nodes(form), [("x", TP.FLOAT, list(shape))], [("y", TP.FLOAT, None)],
+                       initializers=GELU_CONSTS, opset=13)
+    got, ref, err = harness.run_with_paths(model, {"x": x}, capfd)
+    # for x well below 0, 1 + erf cancels: an ulp of erf near -1 (6e-8) times |x| apart
+    np.testing.assert_allclose(got[0], ref[0], rtol=2e-6, atol=1e-6)
+    assert f"node 'n' (Mul): {GELU_TAIL}" in err
+    assert f"node 'erf' (Erf): {GELU_INNER}" in err
+
+
+@pytest.mark.parametrize("case", ["inner-read-twice", "inner-is-output", "wrong-constant"])
+def test_gelu_lookalikes_stay_separate(case, capfd):
+    """A chain whose inner value something else reads (or the graph returns), or whose constant
+    is not Gelu's, runs node by node."""
+    nodes, outputs, consts = gelu_nodes("div"), [("y", TP.FLOAT, None)], list(GELU_CONSTS)
+    if case == "inner-read-twice":
+        nodes.append(helper.make_node("Neg", ["e"], ["z"], name="neg"))
+        outputs.append(("z", TP.FLOAT, None))
+    elif case == "inner-is-output":
+        outputs.append(("a", TP.FLOAT, None))
+    else:
+        consts[0] = ("c_sq2", np.array(1.5, np.float32))
+    model = make_model(nodes, [("x", TP.FLOAT, [4, 9])], outputs, initializers=consts, opset=13)
+    got, ref, err = harness.run_with_paths(model, {"x": rand((4, 9), low=-3, high=3, seed=12)},
+                                           capfd)
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g, r, rtol=2e-6, atol=1e-7)
+    assert GELU_TAIL not in err and GELU_INNER not in err
+    assert f"node 'erf' (Erf): {HOST}" in err
+
+
+SOFTMAX_FOLDS = [  # (scale op or None, scale, mask shape or None)
+    ("Mul", 0.125, (2, 1, 1, 40)), ("Div", 8.0, (2, 1, 1, 40)), (None, 1.0, (1, 40)),
+    ("Mul", 0.5, None), (None, 1.0, (2, 3, 40, 40)), ("Mul", 0.25, (3, 1, 40))]
+
+
+@pytest.mark.parametrize("op,scale,mask", SOFTMAX_FOLDS,
+                         ids=["mul-mask4d", "div-mask4d", "mask2d", "scale-only", "mask-full",
+                              "mask-mid-broadcast"])
+def test_softmax_folds_scale_and_mask(op, scale, mask, capfd):
+    shape = (2, 3, 40, 40)
+    nodes, inputs, inits, v = [], [("s", TP.FLOAT, list(shape))], [], "s"
+    if op:
+        nodes.append(helper.make_node(op, ["s", "k"], ["p"], name="scale"))
+        inits.append(("k", np.array([scale], np.float32)))
+        v = "p"
+    feeds = {"s": rand(shape, low=-20, high=20, seed=13)}
+    if mask:
+        m = np.where(rand(mask, seed=14) > 0.3, 0, np.finfo(np.float32).min).astype(np.float32)
+        inputs.append(("m", TP.FLOAT, list(mask)))
+        feeds["m"] = m
+        nodes.append(helper.make_node("Add", [v, "m"], ["q"], name="mask"))
+        v = "q"
+    nodes.append(helper.make_node("Softmax", [v], ["y"], name="n", axis=-1))
+    model = make_model(nodes, inputs, [("y", TP.FLOAT, None)], initializers=inits, opset=13)
+    got, ref, err = harness.run_with_paths(model, feeds, capfd)
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-7)
+    note = ("scale and mask folded in" if mask else "scale folded in")
+    assert f"node 'n' (Softmax): host kernel, {note} (CPU)" in err
+
+
+def test_softmax_mask_broadcast_over_columns_is_not_folded(capfd):
+    """A mask that is not a whole row (its last axis 1) is added first, as its own node."""
+    nodes = [helper.make_node("Add", ["s", "m"], ["q"], name="mask"),
+             helper.make_node("Softmax", ["q"], ["y"], name="n", axis=-1)]
+    model = make_model(nodes, [("s", TP.FLOAT, [4, 16]), ("m", TP.FLOAT, [4, 1])],
+                       [("y", TP.FLOAT, None)], opset=13)
+    feeds = {"s": rand((4, 16), seed=15), "m": rand((4, 1), seed=16)}
+    got, ref, err = harness.run_with_paths(model, feeds, capfd)
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-7)
+    assert f"node 'n' (Softmax): {HOST}" in err

@@ -116,7 +116,8 @@ interior_block(const depthwise_geometry *g, const float *x, const float *rows, c
     }
     for (int i = 0; i < n_rows; i++)
       for (int kw = 0; kw < g->k[2]; kw++) {
-        const float *xp = x + x_row[i] + (long)(ow * g->stride[2] - g->lo[2] + kw * g->dil[2]) * c + cb;
+        long iw = ow * g->stride[2] - g->lo[2] + kw * g->dil[2];
+        const float *xp = x + x_row[i] + iw * c + cb;
         LOAD8(wv, rows + w_row[i] + (long)kw * c + cb);
 #pragma GCC unroll 8
         for (int j = 0; j < OW_BLOCK; j++) LOAD8(p, xp + j * step), sum[j] += p * wv;

@@ -133,7 +133,10 @@ typedef struct hm_job {
 /* Where row r's mask row starts (p->masked). */
 static long mask_offset(const hm_params *p, long r) {
   long at = 0;
-  for (int i = p->n_lead - 1; i >= 0; i--) at += r % p->lead[i] * p->mask_stride[i], r /= p->lead[i];
+  for (int i = p->n_lead - 1; i >= 0; i--) {
+    at += r % p->lead[i] * p->mask_stride[i];
+    r /= p->lead[i];
+  }
   return at;
 }
 
@@ -229,11 +232,12 @@ static void erf_elements(const float *x, float *y, long n, bool gelu) {
 static void run_part(void *arg, int part) {
   const hm_job *job = arg;
   const hm_params *p = job->p;
-  long units = p->kind == HM_ERF || p->kind == HM_GELU ? (p->cols + 7) / 8 : p->rows, start, end;
+  bool elementwise = p->kind == HM_ERF || p->kind == HM_GELU;
+  long units = elementwise ? (p->cols + 7) / 8 : p->rows, start, end;
   workers_range(units, job->parts, part, &start, &end);
   long count = end - start;
   if (count <= 0) return;
-  if (p->kind == HM_ERF || p->kind == HM_GELU) {
+  if (elementwise) {
     long at = start * 8, n = count * 8 < p->cols - at ? count * 8 : p->cols - at;
     erf_elements(job->x + at, job->y + at, n, p->kind == HM_GELU);
     return;
