@@ -667,8 +667,8 @@ def test_composed_exp_on_cpu_is_accurate(op, ref, capfd):
     got = s.run(None, {"x": x})[0]
     del s
     gc.collect()
-    # Erf runs as a host kernel there (src/ops/host_math.c): the same operations, multiply-adds
-    # fused where the processor has FMA; held to the same bound
+    # Erf runs as a host kernel there (src/ops/host_math.c, its own polynomial fits and one
+    # exp); held to the same bound
     path = "host kernel (CPU)" if op == "Erf" else "composed (CPU)"
     assert "node 'n' (%s): %s" % (op, path) in capfd.readouterr().err
     with np.errstate(over="ignore"):

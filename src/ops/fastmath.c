@@ -13,15 +13,17 @@ const double FM_LOG2E = 1.4426950408889634, FM_LN2_HI = 0.693145751953125,
              FM_LN2_LO = 1.428606765330187e-06;
 const double FM_EXP_POLY[FM_EXP_TERMS] = {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
                                           4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1};
-const double FM_ERF_TAYLOR[FM_ERF_TAYLOR_TERMS] = {
+/* erf's Taylor series in x^2 below 1 and erfc's Chebyshev fit in t (lowest degree first) */
+enum { FM_ERF_TAYLOR_TERMS = 11, FM_ERFC_CHEB_TERMS = 10 };
+static const double FM_ERF_TAYLOR[FM_ERF_TAYLOR_TERMS] = {
     1.1283791670955126,      -0.37612638903183754,    0.11283791670955126,
     -0.026866170645131252,   0.005223977625442188,    -0.0008548327023450853,
     0.00012055332981789664,  -1.4925650358406251e-05, 1.6462114365889246e-06,
     -1.6365844691234924e-07, 1.4807192815879218e-08};
-const double FM_ERFC_CHEB[FM_ERFC_CHEB_TERMS] = {-1.26551223, 1.00002368,  0.37409196,
-                                                 0.09678418,  -0.18628806, 0.27886807,
-                                                 -1.13520398, 1.48851587,  -0.82215223,
-                                                 0.17087277};
+static const double FM_ERFC_CHEB[FM_ERFC_CHEB_TERMS] = {-1.26551223, 1.00002368,  0.37409196,
+                                                        0.09678418,  -0.18628806, 0.27886807,
+                                                        -1.13520398, 1.48851587,  -0.82215223,
+                                                        0.17087277};
 
 bool fm_applies(const tr_ctx *t, mx_array x) {
   /* Keyed traces only: compiled, the composition is one fused loop (4.4x MLX's exp over 196k

@@ -9,14 +9,11 @@
 
 #include "plan/translate.h"
 
-/* The constants of the composed functions, shared with their host-kernel forms (host_math.c):
- * ln 2 in two parts, the exp polynomial (highest degree first), erf's Taylor series in x^2 below
- * 1 and erfc's Chebyshev fit in t (both lowest degree first). */
-enum { FM_EXP_TERMS = 6, FM_ERF_TAYLOR_TERMS = 11, FM_ERFC_CHEB_TERMS = 10 };
+/* exp's constants, shared with its host-kernel form (host_math.c): ln 2 in two parts and the
+ * polynomial (highest degree first). */
+enum { FM_EXP_TERMS = 6 };
 extern const double FM_LOG2E, FM_LN2_HI, FM_LN2_LO;
 extern const double FM_EXP_POLY[FM_EXP_TERMS];
-extern const double FM_ERF_TAYLOR[FM_ERF_TAYLOR_TERMS];
-extern const double FM_ERFC_CHEB[FM_ERFC_CHEB_TERMS];
 
 /* Whether x takes the composed kernels: float32 on the CPU device, in keyed traces. */
 bool fm_applies(const tr_ctx *t, mx_array x);
