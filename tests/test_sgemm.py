@@ -6,7 +6,8 @@ and by rows, that span several cache blocks of K and N, and leading dimensions w
 rows. Each battery runs in a child process that first creates an MLX EP session, which is what
 applies the environment switches: once with the processor's kernels, once with the portable ones
 (ONNXRUNTIME_EP_MLX_PORTABLE_SGEMM=1). A model-level check runs MatMuls through the EP and proves
-they ran on MLX, so they reached this product."""
+they ran on MLX, so they reached this product; batched MatMuls of computed operands (attention's
+per-head views among them) run as one host kernel that reads the operands where they lie."""
 import os
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pytest
 from onnx import TensorProto as TP
 from onnx import helper
 
+import mlx_harness as harness
 from mlx_harness import check_against_cpu, make_model, rand
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -120,3 +122,50 @@ def test_matmul_through_the_ep(a_shape, b_shape, trans_b):
                        [("y", TP.FLOAT, None)])
     check_against_cpu(model, {"a": rand(a_shape, seed=1), "b": rand(b_shape, seed=2)},
                       rtol=1e-4, atol=1e-4)
+
+
+BATCHED = "batched, operands read in place (CPU)"
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [
+    ((2, 3, 5, 7), (2, 3, 7, 4)),      # whole batches
+    ((2, 1, 5, 7), (1, 3, 7, 4)),      # both broadcast along different axes
+    ((4, 9, 6), (6, 11)),              # a batch times a computed matrix
+    ((9, 6), (3, 6, 2)),               # a matrix times a batch
+    ((1, 12, 128, 32), (1, 12, 32, 128)),  # attention's size: items spread over the cores
+    ((2, 5, 0), (2, 0, 3)),            # k = 0: zeros
+], ids=["whole", "broadcast", "batch-matrix", "matrix-batch", "attention", "k0"])
+def test_batched_products_of_computed_operands(a_shape, b_shape, capfd):
+    """MatMul of two computed float32 operands, one with a batch, is one host kernel on the CPU
+    device (src/ops/matmul_cpu.c), its node noting the path, in a group compiled keyed on shapes
+    (the Softmax's doing; a shapeless trace keeps MLX's product). Relu and Neg make the operands
+    computed."""
+    nodes = [helper.make_node("Relu", ["a"], ["ra"]), helper.make_node("Neg", ["b"], ["nb"]),
+             helper.make_node("MatMul", ["ra", "nb"], ["p"], name="n"),
+             helper.make_node("Softmax", ["p"], ["y"], axis=-1)]
+    model = make_model(nodes, [("a", TP.FLOAT, list(a_shape)), ("b", TP.FLOAT, list(b_shape))],
+                       [("y", TP.FLOAT, None)])
+    feeds = {"a": rand(a_shape, seed=3), "b": rand(b_shape, seed=4)}
+    got, ref, err = harness.run_with_paths(model, feeds, capfd)
+    assert got[0].shape == ref[0].shape
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-4, atol=1e-5)
+    assert f"node 'n' (MatMul): {BATCHED}" in err
+
+
+def test_attention_heads_are_read_where_they_lie(capfd):
+    """Per-head views as attention makes them (Reshape then Transpose of [B, T, H*D]): the batched
+    kernel reads them with their strides, the right operand transposed in place too."""
+    b, t, h, d = 2, 20, 3, 8
+    nodes = [helper.make_node("Relu", ["q"], ["rq"]), helper.make_node("Relu", ["k"], ["rk"]),
+             helper.make_node("Reshape", ["rq", "split"], ["qh"]),
+             helper.make_node("Reshape", ["rk", "split"], ["kh"]),
+             helper.make_node("Transpose", ["qh"], ["qt"], perm=[0, 2, 1, 3]),
+             helper.make_node("Transpose", ["kh"], ["kt"], perm=[0, 2, 3, 1]),
+             helper.make_node("MatMul", ["qt", "kt"], ["y"], name="n")]
+    model = make_model(nodes, [("q", TP.FLOAT, [b, t, h * d]), ("k", TP.FLOAT, [b, t, h * d])],
+                       [("y", TP.FLOAT, None)],
+                       initializers=[("split", np.array([b, t, h, d], np.int64))])
+    feeds = {"q": rand((b, t, h * d), seed=5), "k": rand((b, t, h * d), seed=6)}
+    got, ref, err = harness.run_with_paths(model, feeds, capfd)
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-4, atol=1e-5)
+    assert f"node 'n' (MatMul): {BATCHED}" in err

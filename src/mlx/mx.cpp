@@ -281,9 +281,9 @@ class HostKernel : public mc::UnaryPrimitive {
       views.reserve(ins.size());
       for (const auto &a : ins)
         views.push_back({a.data<void>(), from_mlx(a.dtype()), static_cast<int>(a.ndim()),
-                         a.shape().data()});
+                         a.shape().data(), a.strides().data()});
       mx_host_tensor o = {out.data<void>(), from_mlx(out.dtype()), static_cast<int>(out.ndim()),
-                          out.shape().data()};
+                          out.shape().data(), out.strides().data()};
       fn(views.data(), static_cast<int>(views.size()), &o, params.data());
     });
   }
@@ -993,7 +993,9 @@ int mx_host_kernel(mx_ctx *ctx, mx_array *out, const char *name, mx_host_fn fn,
       throw std::invalid_argument(std::string("host kernel ") + name + " needs the CPU device");
     auto s = mc::default_stream(device_of(ctx));
     std::vector<mc::array> ins;
-    for (int i = 0; i < n_inputs; i++) ins.push_back(mc::contiguous(A(inputs[i]), false, s));
+    for (int i = 0; i < n_inputs; i++)
+      ins.push_back(flags & MX_HOST_STRIDED_INPUTS ? A(inputs[i])
+                                                   : mc::contiguous(A(inputs[i]), false, s));
     const char *p = static_cast<const char *>(params);
     auto prim = std::make_shared<HostKernel>(s, name, fn, std::vector<char>(p, p + params_size),
                                              flags);

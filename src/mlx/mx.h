@@ -287,12 +287,15 @@ typedef struct mx_host_tensor {
   mx_dtype dtype;
   int ndim;
   const int *shape;
+  const int64_t *strides; /* in elements; row-contiguous unless MX_HOST_STRIDED_INPUTS */
 } mx_host_tensor;
 typedef void (*mx_host_fn)(const mx_host_tensor *inputs, int n_inputs, const mx_host_tensor *out,
                            const void *params);
 /* flags: MX_HOST_TAKES_BIAS_ROW: fn also accepts one more input, a row of the output's last
- * dimension to add to every row (mx_fold_into_product appends it). */
-enum { MX_HOST_TAKES_BIAS_ROW = 1 };
+ * dimension to add to every row (mx_fold_into_product appends it). MX_HOST_STRIDED_INPUTS: the
+ * inputs are handed over as they lie (views such as transposes included, any strides, a
+ * broadcast axis's stride 0) instead of copied row-contiguous first. */
+enum { MX_HOST_TAKES_BIAS_ROW = 1, MX_HOST_STRIDED_INPUTS = 2 };
 int mx_host_kernel(mx_ctx *ctx, mx_array *out, const char *name, mx_host_fn fn,
                    const void *params, size_t params_size, const mx_array *inputs, int n_inputs,
                    const int *shape, int ndim, mx_dtype dtype, unsigned flags);

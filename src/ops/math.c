@@ -63,6 +63,11 @@ static int translate_matmul(tr_ctx *t, const ir_node *n, const op_row *r) {
     tr_note_path(t, "packed weight (CPU)");
     return tr_out(t, 0, y);
   }
+  if (matmul_cpu_batched_applies(t, a, b)) {
+    TR_TRY(matmul_cpu_batched_build(t, a, b, &y));
+    tr_note_path(t, "batched, operands read in place (CPU)");
+    return tr_out(t, 0, y);
+  }
   TR_TRY(mx_matmul(t->mx, &y, a, b));
   return tr_out_cast(t, 0, y);
 }

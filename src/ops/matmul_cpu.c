@@ -8,6 +8,7 @@
  * streams them from memory better than the strided walk a per-call packing takes.
  */
 #include "blas/sgemm.h"
+#include "blas/workers.h"
 #include "ops/host_math.h"
 #include "ops/matmul_cpu.h"
 #include "plan/translate.h"
@@ -67,4 +68,90 @@ int matmul_cpu_build(tr_ctx *t, mx_array a, mx_array w, mx_array packed, mx_arra
   mx_array ins[3] = {a, packed, bias};
   return mx_host_kernel(t->mx, y, "matmul (packed weight)", product_packed, &g, sizeof g, ins,
                         bias ? 3 : 2, shape, rank, MX_FLOAT32, bias ? 0 : MX_HOST_TAKES_BIAS_ROW);
+}
+
+/* --- batched products of computed operands ------------------------------------------------ */
+/* The batch of products: output batch axes batch[0:n_batch] (broadcast), each product m x k by
+ * k x n. */
+typedef struct bm_geometry {
+  int m, n, k, n_batch;
+  int batch[MX_MAX_RANK];
+  long items;
+} bm_geometry;
+
+typedef struct bm_job {
+  const bm_geometry *g;
+  const mx_host_tensor *a, *b;
+  float *c;
+  int parts;
+} bm_job;
+
+/* Where operand t's matrix for batch item `item` starts: its batch axes align with the output's
+ * trailing ones; an axis of size 1 broadcasts. */
+static long item_offset(const mx_host_tensor *t, const bm_geometry *g, long item) {
+  long at = 0;
+  for (int i = g->n_batch - 1, j = t->ndim - 3; i >= 0; i--, j--) {
+    long index = item % g->batch[i];
+    item /= g->batch[i];
+    if (j >= 0 && t->shape[j] != 1) at += index * t->strides[j];
+  }
+  return at;
+}
+
+static void batched_part(void *arg, int part) {
+  const bm_job *j = arg;
+  const bm_geometry *g = j->g;
+  const mx_host_tensor *a = j->a, *b = j->b;
+  long first, last;
+  workers_range(g->items, j->parts, part, &first, &last);
+  for (long item = first; item < last; item++)
+    ep_sgemm(g->m, g->n, g->k, 1.0f, (const float *)a->data + item_offset(a, g, item),
+             a->strides[a->ndim - 2], a->strides[a->ndim - 1],
+             (const float *)b->data + item_offset(b, g, item), b->strides[b->ndim - 2],
+             b->strides[b->ndim - 1], 0.0f, j->c + item * (long)g->m * g->n, g->n);
+}
+
+/* Items split over the cores, each product on one thread (a product called from a part finds
+ * the pool busy and runs alone); one item takes the product's own split. */
+static void product_batched(const mx_host_tensor *in, int n_in, const mx_host_tensor *out,
+                            const void *params) {
+  (void)n_in;
+  const bm_geometry *g = params;
+  bm_job j = {g, &in[0], &in[1], (float *)out->data, 1};
+  int threads = workers_available();
+  if (g->items > 1) j.parts = g->items < threads ? (int)g->items : threads;
+  workers_run(batched_part, &j, j.parts);
+}
+
+bool matmul_cpu_batched_applies(const tr_ctx *t, mx_array a, mx_array b) {
+  int ra = mx_ndim(a), rb = mx_ndim(b);
+  if (t->mx->device != MX_DEVICE_CPU || t->trace == TR_TRACE_SHAPELESS || !hm_enabled() ||
+      !ep_sgemm_own_serves() || mx_dtype_of(a) != MX_FLOAT32 || mx_dtype_of(b) != MX_FLOAT32 ||
+      ra < 2 || rb < 2 || (ra < 3 && rb < 3) || mx_dim(a, -1) != mx_dim(b, -2))
+    return false;
+  for (int i = 3; i <= ra && i <= rb; i++) { /* batch axes broadcast */
+    int da = mx_dim(a, -i), db = mx_dim(b, -i);
+    if (da != db && da != 1 && db != 1) return false;
+  }
+  double out = (double)mx_dim(a, -2) * mx_dim(b, -1);
+  for (int i = 3; i <= (ra > rb ? ra : rb); i++)
+    out *= i <= ra && i <= rb ? (mx_dim(a, -i) > mx_dim(b, -i) ? mx_dim(a, -i) : mx_dim(b, -i))
+                              : (i <= ra ? mx_dim(a, -i) : mx_dim(b, -i));
+  return out > 0 && out <= INT_MAX;
+}
+
+int matmul_cpu_batched_build(tr_ctx *t, mx_array a, mx_array b, mx_array *y) {
+  int ra = mx_ndim(a), rb = mx_ndim(b), rank = ra > rb ? ra : rb, shape[MX_MAX_RANK];
+  bm_geometry g = {mx_dim(a, -2), mx_dim(b, -1), mx_dim(a, -1), rank - 2, {0}, 1};
+  for (int i = 0; i < g.n_batch; i++) {
+    int from_end = rank - i; /* this axis is -from_end in the output */
+    int da = from_end <= ra ? mx_dim(a, -from_end) : 1;
+    int db = from_end <= rb ? mx_dim(b, -from_end) : 1;
+    g.batch[i] = shape[i] = da > db ? da : db;
+    g.items *= g.batch[i];
+  }
+  shape[rank - 2] = g.m, shape[rank - 1] = g.n;
+  mx_array ins[2] = {a, b};
+  return mx_host_kernel(t->mx, y, "batched matmul", product_batched, &g, sizeof g, ins, 2, shape,
+                        rank, MX_FLOAT32, MX_HOST_STRIDED_INPUTS);
 }

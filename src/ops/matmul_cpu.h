@@ -1,6 +1,6 @@
 /*
- * MatMul with a constant float32 weight on the CPU device, the weight packed once at plan build
- * (matmul_cpu.c).
+ * MatMul on the CPU device through the plugin's product (matmul_cpu.c): a constant float32
+ * weight packed once at plan build, and batches of computed operands read where they lie.
  */
 #ifndef OPS_MATMUL_CPU_H
 #define OPS_MATMUL_CPU_H
@@ -19,5 +19,12 @@ bool matmul_cpu_applies(const tr_ctx *t, mx_array a, mx_array w, mx_array packed
  * (mx_fold_into_product). */
 int matmul_cpu_build(tr_ctx *t, mx_array a, mx_array w, mx_array packed, mx_array bias,
                      mx_array *y);
+
+/* Whether a @ b, both computed float32 operands with a batch (rank >= 3 for one of them, batch
+ * axes broadcasting), runs as one host kernel that reads them where they lie: per-head views of
+ * attention (transposes of reshapes) are not copied first, and the batch's products are spread
+ * over the cores. Outside shapeless traces, with the plugin's product serving. */
+bool matmul_cpu_batched_applies(const tr_ctx *t, mx_array a, mx_array b);
+int matmul_cpu_batched_build(tr_ctx *t, mx_array a, mx_array b, mx_array *y);
 
 #endif
