@@ -265,3 +265,88 @@ def test_softmax_mask_broadcast_over_columns_is_not_folded(capfd):
     got, ref, err = harness.run_with_paths(model, feeds, capfd)
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-7)
     assert f"node 'n' (Softmax): {HOST}" in err
+
+
+# --- elementwise chains with constants (src/ops/host_chain.c) --------------------------------
+CHAIN = "last of an elementwise chain: one host kernel (CPU)"
+
+
+def one(v):
+    return np.array([v], np.float32)
+
+
+def test_vision_chain_after_a_convolution(capfd):
+    """PP-OCR's block: a convolution, then a scale and shift by [1] constants, HardSwish in four
+    nodes, and another scale and shift: one kernel at the last Add, run on the convolution's
+    channels-last result beneath its channels-first view."""
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+             helper.make_node("Mul", ["s1", "c"], ["m1"]),
+             helper.make_node("Add", ["m1", "b1"], ["a"]),
+             helper.make_node("Add", ["a", "three"], ["a3"]),
+             helper.make_node("Clip", ["a3", "zero", "six"], ["cl"]),
+             helper.make_node("Mul", ["a", "cl"], ["hm"]),
+             helper.make_node("Div", ["hm", "six1"], ["hs"]),
+             helper.make_node("Mul", ["s2", "hs"], ["m2"]),
+             helper.make_node("Add", ["m2", "b2"], ["y"], name="n")]
+    inits = [("w", rand((24, 8, 1, 1), seed=20)), ("s1", one(0.7)), ("b1", one(-0.2)),
+             ("three", one(3)), ("zero", np.array(0, np.float32)), ("six", np.array(6, np.float32)),
+             ("six1", one(6)), ("s2", one(1.3)), ("b2", one(0.05))]
+    model = make_model(nodes, [("x", TP.FLOAT, [2, 8, 30, 40])], [("y", TP.FLOAT, None)],
+                       initializers=inits, opset=13)
+    got, ref, err = harness.run_with_paths(model, {"x": rand((2, 8, 30, 40), low=-4, high=4,
+                                                                seed=21)}, capfd)
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-6)
+    assert f"node 'n' (Add): {CHAIN}" in err
+    assert err.count(CHAIN) == 1, err  # the inner steps see the chain goes on past them
+
+
+@pytest.mark.parametrize("opset", [10, 13])
+def test_every_step_kind(opset, capfd):
+    """Sub from a constant, Div into one, Max, Min, Clip (attributes before opset 11, inputs
+    after), Relu, in one chain after a Softmax (which keys the group on shapes)."""
+    clip = (helper.make_node("Clip", ["d"], ["cl"], min=-0.5, max=2.5) if opset < 11 else
+            helper.make_node("Clip", ["d", "lo", "hi"], ["cl"]))
+    nodes = [helper.make_node("Softmax", ["x"], ["s"], axis=1 if opset < 13 else -1),
+             helper.make_node("Sub", ["k1", "s"], ["a"]),
+             helper.make_node("Div", ["k2", "a"], ["b"]),
+             helper.make_node("Max", ["b", "k3"], ["c"]),
+             helper.make_node("Min", ["k4", "c"], ["d"]),
+             clip, helper.make_node("Sub", ["cl", "k5"], ["e"]),
+             helper.make_node("Relu", ["e"], ["y"], name="n")]
+    inits = [("k1", one(1.5)), ("k2", one(2.0)), ("k3", one(0.2)), ("k4", one(3.0)),
+             ("k5", one(0.7))]
+    if opset >= 11:
+        inits += [("lo", np.array(-0.5, np.float32)), ("hi", np.array(2.5, np.float32))]
+    model = make_model(nodes, [("x", TP.FLOAT, [64, 100])], [("y", TP.FLOAT, None)],
+                       initializers=inits, opset=opset)
+    got, ref, err = harness.run_with_paths(model, {"x": rand((64, 100), low=-3, high=3, seed=22)},
+                                           capfd)
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-6)
+    assert f"node 'n' (Relu): {CHAIN}" in err
+
+
+@pytest.mark.parametrize("case", ["inner-is-output", "widening-constant", "small"])
+def test_chain_boundaries(case, capfd):
+    """A chain stops at a value the graph returns (two shorter chains, each of 3 nodes); a
+    constant of more dimensions than the value is left to MLX (it widens the result); below 4096
+    elements MLX's fused kernel is kept."""
+    n = 16 if case == "small" else 128
+    k = (np.ones((1, 1, 1), np.float32) * 0.5 if case == "widening-constant" else one(0.5))
+    nodes = [helper.make_node("Softmax", ["x"], ["s"], axis=-1)]
+    names = ["s"]
+    for i in range(6):
+        names.append(f"v{i}")
+        nodes.append(helper.make_node("Mul" if i % 2 else "Add", [names[-2], "k"], [names[-1]],
+                                      name=f"n{i}"))
+    outputs = [("v5", TP.FLOAT, None)] + ([("v2", TP.FLOAT, None)] if case == "inner-is-output"
+                                          else [])
+    model = make_model(nodes, [("x", TP.FLOAT, [n, 64])], outputs, initializers=[("k", k)],
+                       opset=13)
+    got, ref, err = harness.run_with_paths(model, {"x": rand((n, 64), seed=23)}, capfd)
+    for g, r in zip(got, ref):
+        assert g.shape == r.shape
+        np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-6)
+    notes = {"inner-is-output": ["n2", "n5"], "widening-constant": [], "small": []}[case]
+    noted = [f"n{i}" for i in range(6)
+             if f"node 'n{i}' ({'Mul' if i % 2 else 'Add'}): {CHAIN}" in err]
+    assert noted == notes, err[-1500:]

@@ -992,14 +992,24 @@ int mx_host_kernel(mx_ctx *ctx, mx_array *out, const char *name, mx_host_fn fn,
     if (ctx->device != MX_DEVICE_CPU)
       throw std::invalid_argument(std::string("host kernel ") + name + " needs the CPU device");
     auto s = mc::default_stream(device_of(ctx));
+    /* an elementwise kernel over operands that are one transpose of arrays beneath runs on
+     * those and transposes its result back (as Elementwise does for MLX's operations) */
+    std::vector<int> sunk;
+    if (flags & MX_HOST_ELEMENTWISE)
+      sunk = Elementwise::shared_transpose(std::vector<mx_array>(inputs, inputs + n_inputs));
+    mc::Shape out_shape = to_shape(shape, ndim);
     std::vector<mc::array> ins;
-    for (int i = 0; i < n_inputs; i++)
-      ins.push_back(flags & MX_HOST_STRIDED_INPUTS ? A(inputs[i])
-                                                   : mc::contiguous(A(inputs[i]), false, s));
+    for (int i = 0; i < n_inputs; i++) {
+      mc::array a = A(inputs[i]);
+      if (!sunk.empty() && a.size() != 1) a = a.inputs().at(0), out_shape = a.shape();
+      ins.push_back(flags & MX_HOST_STRIDED_INPUTS ? a : mc::contiguous(a, false, s));
+    }
     const char *p = static_cast<const char *>(params);
     auto prim = std::make_shared<HostKernel>(s, name, fn, std::vector<char>(p, p + params_size),
                                              flags);
-    return keep(ctx, out, mc::array(to_shape(shape, ndim), to_mlx(dtype), prim, std::move(ins)));
+    mc::array result(out_shape, to_mlx(dtype), prim, std::move(ins));
+    if (!sunk.empty()) result = mc::transpose(result, sunk, s);
+    return keep(ctx, out, std::move(result));
   });
 }
 

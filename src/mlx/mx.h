@@ -294,8 +294,12 @@ typedef void (*mx_host_fn)(const mx_host_tensor *inputs, int n_inputs, const mx_
 /* flags: MX_HOST_TAKES_BIAS_ROW: fn also accepts one more input, a row of the output's last
  * dimension to add to every row (mx_fold_into_product appends it). MX_HOST_STRIDED_INPUTS: the
  * inputs are handed over as they lie (views such as transposes included, any strides, a
- * broadcast axis's stride 0) instead of copied row-contiguous first. */
-enum { MX_HOST_TAKES_BIAS_ROW = 1, MX_HOST_STRIDED_INPUTS = 2 };
+ * broadcast axis's stride 0) instead of copied row-contiguous first. MX_HOST_ELEMENTWISE: fn
+ * computes each output element from the same element of its inputs (which have the output's
+ * shape, or one element), so when they are one transpose of arrays beneath (a convolution's
+ * channels-first view of its channels-last result) it runs on those, in memory order, and the
+ * result is transposed back: no copy either way. */
+enum { MX_HOST_TAKES_BIAS_ROW = 1, MX_HOST_STRIDED_INPUTS = 2, MX_HOST_ELEMENTWISE = 4 };
 int mx_host_kernel(mx_ctx *ctx, mx_array *out, const char *name, mx_host_fn fn,
                    const void *params, size_t params_size, const mx_array *inputs, int n_inputs,
                    const int *shape, int ndim, mx_dtype dtype, unsigned flags);

@@ -34,8 +34,11 @@ static int widen(tr_ctx *t, mx_array *x) {
 
 /* --- Relu, Sigmoid, Tanh ----------------------------------------------------------------- */
 static int translate_relu(tr_ctx *t, const ir_node *n, const op_row *r) {
-  (void)n, (void)r;
+  (void)r;
   mx_array x = tr_in(t, 0), zero, y;
+  bool done;
+  TR_TRY(op_translate_chain(t, n, &done));
+  if (done) return MX_OK;
   TR_TRY(tr_scalar(t, &zero, 0.0, mx_dtype_of(x)));
   TR_TRY(mx_binary(t->mx, &y, MX_MAXIMUM, x, zero));
   return tr_out_cast(t, 0, y);

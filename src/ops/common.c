@@ -1,6 +1,7 @@
 /*
  * Translators more than one operator family uses: a single bridge operation selected by the
- * row's code (mx_unary_op or mx_binary_op), with the result cast to the declared output type.
+ * row's code (mx_unary_op or mx_binary_op), with the result cast to the declared output type;
+ * and the elementwise chain check the steps' translators make first.
  */
 #include "ops/families.h"
 #include "ops/fastmath.h"
@@ -24,8 +25,26 @@ int op_translate_unary(tr_ctx *t, const ir_node *n, const op_row *r) {
 }
 
 int op_translate_binary(tr_ctx *t, const ir_node *n, const op_row *r) {
-  (void)n;
   mx_array y;
+  bool done;
+  TR_TRY(op_translate_chain(t, n, &done));
+  if (done) return MX_OK;
   TR_TRY(mx_binary(t->mx, &y, (mx_binary_op)r->code, tr_in(t, 0), tr_in(t, 1)));
+  return tr_out_cast(t, 0, y);
+}
+
+/* Below this many elements MLX's own fused kernel costs about as little. */
+enum { CHAIN_MIN_ELEMENTS = 1 << 12 };
+
+int op_translate_chain(tr_ctx *t, const ir_node *n, bool *done) {
+  *done = false;
+  mx_array first = tr_in(t, 0), y;
+  hp_chain chain;
+  if (!first || !hm_applies(t, first) || !hp_chain_ending_at(t, n, &chain) ||
+      mx_size(t->values[chain.input]) < CHAIN_MIN_ELEMENTS)
+    return MX_OK;
+  TR_TRY(hc_build(t, t->values[chain.input], chain.steps, chain.n_steps, &y));
+  tr_note_path(t, "last of an elementwise chain: one host kernel (CPU)");
+  *done = true;
   return tr_out_cast(t, 0, y);
 }

@@ -198,6 +198,9 @@ static int translate_variadic(tr_ctx *t, const ir_node *n, const op_row *r) {
 static int translate_clip_attr(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)r;
   mx_array x = tr_in(t, 0), lo = NULL, hi = NULL, y;
+  bool done;
+  TR_TRY(op_translate_chain(t, n, &done));
+  if (done) return MX_OK;
   const ir_attr *amin = ir_find_attr(n, "min"), *amax = ir_find_attr(n, "max");
   if (!amin && !amax) return tr_out(t, 0, x);
   if (amin) TR_TRY(tr_scalar(t, &lo, amin->f, mx_dtype_of(x)));
@@ -210,8 +213,11 @@ static int translate_clip_attr(tr_ctx *t, const ir_node *n, const op_row *r) {
  * min > max gives max everywhere, as ONNX specifies. A one-element 1-D bound is squeezed so it
  * cannot add a dimension to a scalar input. */
 static int translate_clip_inputs(tr_ctx *t, const ir_node *n, const op_row *r) {
-  (void)n, (void)r;
+  (void)r;
   mx_array x = tr_in(t, 0), bound[2] = {tr_in(t, 1), tr_in(t, 2)}, y;
+  bool done;
+  TR_TRY(op_translate_chain(t, n, &done));
+  if (done) return MX_OK;
   static const int axis0 = 0;
   for (int i = 0; i < 2; i++) {
     if (!bound[i]) continue;
@@ -334,6 +340,9 @@ static int translate_add(tr_ctx *t, const ir_node *n, const op_row *r) {
                              : "folded into the MatMul (addmm)");
       return tr_out(t, 0, y);
     }
+    bool done;
+    TR_TRY(op_translate_chain(t, n, &done));
+    if (done) return MX_OK;
     mx_array a = tr_in(t, 0), b = tr_in(t, 1), y;
     TR_TRY(materialise_broadcast(t, &a, b));
     TR_TRY(materialise_broadcast(t, &b, a));

@@ -1,9 +1,11 @@
 /*
- * Recognises the node chains host_math.c's kernels replace whole: Gelu spelled in five nodes
- * (Div, Erf, Add, Mul, Mul, as exported from frameworks that predate ONNX's Gelu), and a Softmax
- * whose input was scaled by a constant and had a mask added (attention). Matching walks back from
- * the chain's last node through producers; every inner value must be read once and not be an
- * output, and every constant must hold one element whose rank does not widen the result.
+ * Recognises the node chains host kernels replace whole: Gelu spelled in five nodes (Div, Erf,
+ * Add, Mul, Mul, as exported from frameworks that predate ONNX's Gelu), a Softmax whose input was
+ * scaled by a constant and had a mask added (attention), both for host_math.c, and chains of
+ * elementwise steps with constants (HardSwish's four-node spelling among them) for
+ * host_chain.c. Matching walks back from the chain's last node through producers; every inner
+ * value must be read only inside the chain and not be an output, and every constant must hold
+ * one element whose rank does not widen the result.
  */
 #include "ops/host_patterns.h"
 
@@ -127,4 +129,133 @@ void hp_softmax_input_of(tr_ctx *t, const ir_node *softmax, hp_softmax_input *in
     in->scores = p->inputs[i], in->scale = (float)(mul ? c : 1.0 / c);
     return;
   }
+}
+
+/* --- elementwise chains ------------------------------------------------------------------- */
+/* Node n as one step of a chain, with the value it applies to: Add, Sub, Mul, Div, Max, Min of a
+ * computed value and a one-element constant, Clip with constant (or absent) bounds, Relu, or the
+ * last node of x * Clip(x + 3, 0, 6) / 6. *nodes: how many nodes the step spans; *shared: how
+ * many of them read *in (2 for HardSwish's); *rank: the largest rank of its constants, which
+ * must not exceed the chain input's (they would widen the result). Decided from the graph alone:
+ * a later node's inputs have no arrays yet when an earlier one asks whether the chain goes on. */
+static bool step_at(tr_ctx *t, const ir_node *n, hc_step *step, int *in, int *nodes, int *shared,
+                    int *rank) {
+  static const struct { const char *op; hc_op direct, reversed; } binary[] = {
+      {"Add", HC_ADD, HC_ADD}, {"Mul", HC_MUL, HC_MUL}, {"Sub", HC_SUB, HC_SUB_FROM},
+      {"Div", HC_DIV, HC_DIV_INTO}, {"Max", HC_MAX, HC_MAX}, {"Min", HC_MIN, HC_MIN}};
+  enum { ANY = MX_MAX_RANK };
+  if (n->domain[0] != 0 || n->n_inputs < 1 || n->inputs[0] == IR_NONE) return false;
+  *nodes = 1, *shared = 1, *rank = 0;
+  double c, lo, hi;
+  if (strcmp(n->op_type, "Div") == 0 && n->n_inputs == 2 &&
+      constant_near(t, n->inputs[1], ANY, 6.0)) { /* HardSwish: x * Clip(x + 3, 0, 6) / 6 */
+    const ir_node *mul = producer(t, n->inputs[0], "Mul");
+    for (int i = 0; mul && inner(t, n->inputs[0]) && i < 2; i++) {
+      int x = mul->inputs[i], k = mul->inputs[1 - i];
+      const ir_node *clip = producer(t, k, "Clip");
+      if (!clip || !inner(t, k) || clip->n_inputs != 3 || clip->since_version < 11 ||
+          !constant_near(t, clip->inputs[2], 1, 6.0) ||
+          !constant_scalar(t, clip->inputs[1], 1, &lo) || lo != 0.0)
+        continue;
+      const ir_node *add = producer(t, clip->inputs[0], "Add");
+      if (!add || !inner(t, clip->inputs[0])) continue;
+      for (int j = 0; j < 2; j++)
+        if (add->inputs[j] == x && constant_near(t, add->inputs[1 - j], ANY, 3.0)) {
+          *step = (hc_step){HC_HARDSWISH, 0, 0}, *in = x, *nodes = 4, *shared = 2;
+          *rank = mx_ndim(t->const_values[n->inputs[1]]);
+          int r = mx_ndim(t->const_values[add->inputs[1 - j]]);
+          *rank = r > *rank ? r : *rank;
+          return true;
+        }
+    }
+  }
+  for (size_t k = 0; k < sizeof binary / sizeof *binary; k++) {
+    if (strcmp(n->op_type, binary[k].op) != 0 || n->n_inputs != 2) continue;
+    for (int i = 0; i < 2; i++) {
+      int v = n->inputs[i], other = n->inputs[1 - i];
+      if (v == IR_NONE || (t->const_values && t->const_values[v]) ||
+          !constant_scalar(t, other, ANY, &c))
+        continue;
+      *step = (hc_step){i == 0 ? binary[k].direct : binary[k].reversed, (float)c, 0}, *in = v;
+      *rank = mx_ndim(t->const_values[other]);
+      return true;
+    }
+    return false;
+  }
+  if (strcmp(n->op_type, "Relu") == 0) {
+    *step = (hc_step){HC_RELU, 0, 0}, *in = n->inputs[0];
+    return true;
+  }
+  if (strcmp(n->op_type, "Clip") == 0) {
+    lo = -INFINITY, hi = INFINITY;
+    if (n->since_version < 11) {
+      lo = ir_attr_float(n, "min", -INFINITY), hi = ir_attr_float(n, "max", INFINITY);
+    } else if ((ir_has_input(n, 1) && !constant_scalar(t, n->inputs[1], 1, &lo)) ||
+               (ir_has_input(n, 2) && !constant_scalar(t, n->inputs[2], 1, &hi))) {
+      return false;
+    }
+    *step = (hc_step){HC_CLIP, (float)lo, (float)hi}, *in = n->inputs[0];
+    return true; /* Clip's bounds never widen its input */
+  }
+  return false;
+}
+
+/* The readers of value v (at most cap of them; the count of all). */
+static int readers_of(const tr_ctx *t, int v, const ir_node **out, int cap) {
+  int count = 0;
+  for (int i = 0; i < t->g->n_nodes; i++)
+    for (int k = 0; k < t->g->nodes[i].n_inputs; k++)
+      if (t->g->nodes[i].inputs[k] == v) {
+        if (count < cap) out[count] = &t->g->nodes[i];
+        count++;
+      }
+  return count;
+}
+
+/* Whether value v goes on into a step that would take the chain further. */
+static bool continues(tr_ctx *t, int v) {
+  if (v == IR_NONE || t->g->values[v].is_graph_output) return false;
+  const ir_node *r[2], *last;
+  int count = readers_of(t, v, r, 2), in, nodes, shared, rank;
+  hc_step step;
+  if (count == 1) return step_at(t, r[0], &step, &in, &nodes, &shared, &rank) && in == v;
+  if (count != 2) return false;
+  /* HardSwish on v: its Add feeds a Clip, then a Mul, then a Div whose step starts at v */
+  for (int i = 0; i < 2; i++) {
+    if (strcmp(r[i]->op_type, "Add") != 0) continue;
+    const ir_node *next[1];
+    if (readers_of(t, r[i]->outputs[0], next, 1) != 1) continue;     /* the Clip */
+    if (readers_of(t, next[0]->outputs[0], next, 1) != 1) continue; /* the Mul */
+    if (readers_of(t, next[0]->outputs[0], next, 1) != 1) continue; /* the Div */
+    last = next[0];
+    if (step_at(t, last, &step, &in, &nodes, &shared, &rank) && step.op == HC_HARDSWISH &&
+        in == v)
+      return true;
+  }
+  return false;
+}
+
+bool hp_chain_ending_at(tr_ctx *t, const ir_node *n, hp_chain *chain) {
+  int in, nodes, shared, rank, widest = 0;
+  hc_step step, reversed[HC_MAX_STEPS];
+  if (!step_at(t, n, &step, &in, &nodes, &shared, &rank) || continues(t, n->outputs[0]))
+    return false;
+  chain->n_steps = chain->n_nodes = 0;
+  for (;;) {
+    reversed[chain->n_steps++] = step;
+    chain->n_nodes += nodes;
+    chain->input = in;
+    widest = rank > widest ? rank : widest;
+    const ir_value *v = &t->g->values[in];
+    const ir_node *p = v->producer != IR_NONE ? &t->g->nodes[v->producer] : NULL;
+    if (chain->n_steps == HC_MAX_STEPS || !p || v->is_graph_output || v->readers != shared ||
+        !step_at(t, p, &step, &in, &nodes, &shared, &rank))
+      break;
+  }
+  mx_array x = chain->input != IR_NONE ? t->values[chain->input] : NULL;
+  if (!x || mx_dtype_of(x) != MX_FLOAT32 || widest > mx_ndim(x) ||
+      chain->n_nodes < HP_CHAIN_MIN_NODES)
+    return false;
+  for (int i = 0; i < chain->n_steps; i++) chain->steps[i] = reversed[chain->n_steps - 1 - i];
+  return true;
 }

@@ -1,13 +1,15 @@
 /*
  * Node chains one host kernel replaces on the CPU device (host_patterns.c), recognised in the
- * ONNX graph by the translator of the chain's last node: the five-node spelling of Gelu, and a
- * Softmax over scores that were scaled and masked. The chain's inner values must be read by
+ * ONNX graph by the translator of the chain's last node: the five-node spelling of Gelu, a
+ * Softmax over scores that were scaled and masked, and chains of elementwise steps with
+ * constants. The chain's inner values must be read by
  * nothing else, so the last node may compute its output from the chain's input directly; the
  * inner nodes are still translated, but MLX never evaluates what no output needs.
  */
 #ifndef OPS_HOST_PATTERNS_H
 #define OPS_HOST_PATTERNS_H
 
+#include "ops/host_chain.h"
 #include "plan/translate.h"
 
 /* When node n (a Mul) ends x * (1 + erf(x / sqrt 2)) * 0.5, with the three factors in any
@@ -27,5 +29,17 @@ typedef struct hp_softmax_input {
   float scale;
 } hp_softmax_input;
 void hp_softmax_input_of(tr_ctx *t, const ir_node *softmax, hp_softmax_input *in);
+
+/* The elementwise chain that ends at node n: steps with one-element float constants on one
+ * float32 value (host_chain.h), the first applied to `input`. Found when n is such a step (or
+ * ends HardSwish's four-node spelling), the chain walks back through values only it reads, it
+ * spans at least HP_CHAIN_MIN_NODES nodes, and n's output goes on to no further step (that step's
+ * node builds the chain instead). */
+enum { HP_CHAIN_MIN_NODES = 3 };
+typedef struct hp_chain {
+  int input, n_steps, n_nodes;
+  hc_step steps[HC_MAX_STEPS];
+} hp_chain;
+bool hp_chain_ending_at(tr_ctx *t, const ir_node *n, hp_chain *chain);
 
 #endif

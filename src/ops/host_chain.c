@@ -1,0 +1,111 @@
+/*
+ * The elementwise chain host kernel (host_chain.h): a short program of steps with one-element
+ * constants applied to every element of one float32 value, 8 floats at a time in registers and
+ * blocks of elements split over the cores (blas/workers.c). Each step rounds as its ONNX node
+ * does (no fused multiply-add: both builds give the same bits), so only the passes MLX would
+ * make, and its single thread, are saved. The kernel is elementwise to the bridge, which runs it
+ * beneath a shared transpose (a convolution's channels-first view) rather than copying.
+ */
+#include "ops/host_chain.h"
+
+#include "blas/workers.h"
+#include "ops/host_simd.h"
+
+enum { BLOCK = 2048 }; /* elements per part unit: a few KiB, in level 1 across the steps */
+enum { PARALLEL_MIN_ELEMENTS = 1 << 14 };
+
+typedef struct hc_params {
+  int n;
+  hc_step steps[HC_MAX_STEPS];
+  long elements;
+} hc_params;
+
+HOST_INLINE f32x8 splat(float v) { return (f32x8){v, v, v, v, v, v, v, v}; }
+
+/* a where mask (all ones), else b */
+HOST_INLINE f32x8 pick(i32x8 mask, f32x8 a, f32x8 b) {
+  return (f32x8)((mask & (i32x8)a) | (~mask & (i32x8)b));
+}
+
+/* One step on the LANES vectors of v (held in registers): the step is decoded once for all of
+ * them. max and min keep a NaN operand (the comparison is false). */
+enum { LANES = 8 };
+#define EACH(expr)                                   \
+  do {                                               \
+    _Pragma("GCC unroll 8") for (int l = 0; l < LANES; l++) expr; \
+  } while (0)
+HOST_INLINE void step_block(const hc_step *s, f32x8 *v) {
+  f32x8 a = splat(s->a), b = splat(s->b), zero = splat(0.0f), three = splat(3.0f),
+        six = splat(6.0f), t;
+  switch (s->op) {
+    case HC_MUL: EACH(v[l] = v[l] * a); break;
+    case HC_ADD: EACH(v[l] = v[l] + a); break;
+    case HC_SUB: EACH(v[l] = v[l] - a); break;
+    case HC_SUB_FROM: EACH(v[l] = a - v[l]); break;
+    case HC_DIV: EACH(v[l] = v[l] / a); break;
+    case HC_DIV_INTO: EACH(v[l] = a / v[l]); break;
+    case HC_MAX: EACH(v[l] = pick(v[l] < a, a, v[l])); break;
+    case HC_MIN: EACH(v[l] = pick(v[l] > a, a, v[l])); break;
+    case HC_CLIP: EACH((v[l] = pick(v[l] < a, a, v[l]), v[l] = pick(v[l] > b, b, v[l]))); break;
+    case HC_RELU: EACH(v[l] = pick(v[l] < zero, zero, v[l])); break;
+    case HC_HARDSWISH:
+      EACH((t = v[l] + three, t = pick(t < zero, zero, t), t = pick(t > six, six, t),
+            v[l] = v[l] * t / six));
+      break;
+  }
+}
+
+/* Blocks of LANES vectors through every step, then the remainder as one block padded with zeros
+ * (whatever the steps make of them is discarded). */
+HOST_CLONES
+static void chain_elements(const hc_params *p, const float *x, float *y, long n) {
+  const long block = LANES * 8;
+  long i = 0;
+  f32x8 v[LANES];
+  for (; i + block <= n; i += block) {
+    EACH(LOAD8(v[l], x + i + 8 * l));
+    for (int k = 0; k < p->n; k++) step_block(&p->steps[k], v);
+    EACH(STORE8(y + i + 8 * l, v[l]));
+  }
+  if (i < n) {
+    float buf[LANES * 8] = {0};
+    memcpy(buf, x + i, (size_t)(n - i) * sizeof *x);
+    EACH(LOAD8(v[l], buf + 8 * l));
+    for (int k = 0; k < p->n; k++) step_block(&p->steps[k], v);
+    EACH(STORE8(buf + 8 * l, v[l]));
+    memcpy(y + i, buf, (size_t)(n - i) * sizeof *y);
+  }
+}
+
+typedef struct hc_job {
+  const hc_params *p;
+  const float *x;
+  float *y;
+  int parts;
+} hc_job;
+
+static void chain_part(void *arg, int part) {
+  const hc_job *j = arg;
+  long blocks = (j->p->elements + BLOCK - 1) / BLOCK, first, last;
+  workers_range(blocks, j->parts, part, &first, &last);
+  long start = first * BLOCK, end = last * BLOCK < j->p->elements ? last * BLOCK : j->p->elements;
+  if (start < end) chain_elements(j->p, j->x + start, j->y + start, end - start);
+}
+
+static void chain_kernel(const mx_host_tensor *in, int n_in, const mx_host_tensor *out,
+                         const void *params) {
+  (void)n_in;
+  const hc_params *p = params;
+  hc_job j = {p, in[0].data, (float *)out->data, 1};
+  if (p->elements >= PARALLEL_MIN_ELEMENTS) j.parts = workers_available();
+  workers_run(chain_part, &j, j.parts);
+}
+
+int hc_build(tr_ctx *t, mx_array x, const hc_step *steps, int n, mx_array *y) {
+  hc_params p = {n, {{0}}, (long)mx_size(x)};
+  if (n < 1 || n > HC_MAX_STEPS) return tr_fail(t, "an elementwise chain takes 1 to %d steps",
+                                                HC_MAX_STEPS);
+  memcpy(p.steps, steps, (size_t)n * sizeof *steps);
+  return mx_host_kernel(t->mx, y, "elementwise chain", chain_kernel, &p, sizeof p, &x, 1,
+                        mx_shape(x), mx_ndim(x), MX_FLOAT32, MX_HOST_ELEMENTWISE);
+}
