@@ -61,8 +61,11 @@ def quiet() -> ort.SessionOptions:
 # (measured: PP-OCR cls on MLX 50 ms right after a CPU-provider run, 20 ms otherwise). The wait
 # is busy, not a sleep, so the next run does not pay for waking an idle core; runs under 1 ms
 # (the one-node overhead case, no parallel work to spin after) skip it, since any pause
-# between sub-millisecond runs shows up in them (measured 0.02 -> 0.3 ms).
-SETTLE_S = 0.05
+# between sub-millisecond runs shows up in them (measured 0.02 -> 0.3 ms). 50 ms was not long
+# enough: the MLX EP's PP-OCRv4 rec run after it took 39-46 ms, after 200 ms 36.3 ms, as with the
+# CPU provider's spinning switched off (36.1 ms), while the CPU provider's own times did not
+# move (28.8-33.6 ms after 50 ms, 29.2-29.3 after 200 and 500).
+SETTLE_S = 0.25
 SETTLE_AFTER_MS = 1.0
 
 
