@@ -59,14 +59,16 @@ def quiet() -> ort.SessionOptions:
 # Settle after every timed run: ORT's CPU provider leaves its thread pool spinning for a while
 # after a Run, which on this 2-core machine would take a core from whichever session runs next
 # (measured: PP-OCR cls on MLX 50 ms right after a CPU-provider run, 20 ms otherwise). The wait
-# is busy, not a sleep, so the next run does not pay for waking an idle core; runs under 1 ms
+# is busy, not a sleep, so the next run does not pay for waking an idle core; runs under 0.25 ms
 # (the one-node overhead case, no parallel work to spin after) skip it, since any pause
-# between sub-millisecond runs shows up in them (measured 0.02 -> 0.3 ms). 50 ms was not long
+# between such runs shows up in them (measured 0.02 -> 0.3 ms). The bound was 1 ms, which let
+# silero-vad's 0.7 ms CPU-provider run go unsettled: its MLX run right after took 4.1 ms, 2.4
+# with the settle (MLX alone, no CPU provider in the process: 1.4-1.6 ms). 50 ms was not long
 # enough: the MLX EP's PP-OCRv4 rec run after it took 39-46 ms, after 200 ms 36.3 ms, as with the
 # CPU provider's spinning switched off (36.1 ms), while the CPU provider's own times did not
 # move (28.8-33.6 ms after 50 ms, 29.2-29.3 after 200 and 500).
 SETTLE_S = 0.25
-SETTLE_AFTER_MS = 1.0
+SETTLE_AFTER_MS = 0.25
 
 
 def settle():

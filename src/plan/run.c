@@ -493,7 +493,7 @@ static void trial_record(plan *p, bool eager, uint64_t ns) {
   if (tr->n_eager < PLAN_TRIAL_RUNS || tr->n_compiled < PLAN_TRIAL_RUNS) return;
   uint64_t e = median3(tr->eager_ns), c = median3(tr->compiled_ns);
   tr->decided = true;
-  tr->chose_eager = e < c;
+  tr->chose_eager = e * 100 < c * (100 - PLAN_TRIAL_EAGER_MARGIN);
   char before[sizeof p->path_reason_buf];
   snprintf(before, sizeof before, "%s", p->path_reason ? p->path_reason : "");
   snprintf(p->path_reason_buf, sizeof p->path_reason_buf,
