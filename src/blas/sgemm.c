@@ -108,8 +108,9 @@ static void pack_b(const float *b, long rs, long cs, int kc, int nc, float *dst)
 }
 
 /* The whole of p on this thread: B block by block, then register blocks with B's panel held in
- * level 1 while A's rows stream past it. A row-major A (with alpha 1) is read where it lies, all
- * but a last partial panel of rows; any other is packed block by block. */
+ * level 1 while A's rows stream past it. A row-major A (with alpha 1) is read where it lies, a
+ * last partial panel of rows through the tail kernel of its height; any other is packed block
+ * by block. */
 static void product_on_thread(const product *p, float *buffers) {
   float *pa = buffers, *pb = buffers + (size_t)SGEMM_MC * SGEMM_KC;
   bool rows_in_place = p->csa == 1 && p->alpha == 1.0f;
@@ -122,7 +123,7 @@ static void product_on_thread(const product *p, float *buffers) {
       for (int ic = 0; ic < p->m; ic += SGEMM_MC) {
         int mc = min_int(SGEMM_MC, p->m - ic);
         const float *a = p->a + ic * p->rsa + pc * p->csa;
-        int packed_from = rows_in_place ? mc / SGEMM_MR * SGEMM_MR : 0;
+        int whole = mc / SGEMM_MR * SGEMM_MR, packed_from = rows_in_place ? mc : 0;
         if (packed_from < mc)
           pack_a(a + packed_from * p->rsa, p->rsa, p->csa, mc - packed_from, kc, p->alpha, pa);
         float *c = p->c + (long)ic * p->ldc + jc;
@@ -130,10 +131,13 @@ static void product_on_thread(const product *p, float *buffers) {
           int nr = min_int(SGEMM_NR, nc - jr);
           const float *b = pb + jr * kc;
           int ir = 0;
-          for (; ir < packed_from; ir += SGEMM_MR)
+          for (; ir < packed_from && ir < whole; ir += SGEMM_MR)
             p->kernels.rows(kc, a + ir * p->rsa, p->rsa, b, c + (long)ir * p->ldc + jr, p->ldc,
                             nr, add);
-          for (; ir < mc; ir += SGEMM_MR)
+          if (rows_in_place && whole < mc)
+            p->kernels.rows_tail[mc - whole](kc, a + whole * p->rsa, p->rsa, b,
+                                             c + (long)whole * p->ldc + jr, p->ldc, nr, add);
+          for (ir = packed_from; ir < mc; ir += SGEMM_MR)
             p->kernels.packed(kc, pa + (ir - packed_from) * kc, b, c + (long)ir * p->ldc + jr,
                               p->ldc, min_int(SGEMM_MR, mc - ir), nr, add);
         }
@@ -144,9 +148,8 @@ static void product_on_thread(const product *p, float *buffers) {
 
 /* The whole of p, whose B was packed ahead of time, on this thread: C starts as the bias rows
  * (or the first pass over K overwrites it), then K block by K block, A's rows read in place
- * (alpha is 1, A row-major) all but a last partial panel, which is packed on the stack. */
+ * (alpha is 1, A row-major), a last partial panel through the tail kernel of its height. */
 static void prepacked_on_thread(const product *p) {
-  float partial[SGEMM_MR * SGEMM_KC] __attribute__((aligned(64)));
   if (p->bias)
     for (int i = 0; i < p->m; i++)
       memcpy(p->c + (long)i * p->ldc, p->bias, (size_t)p->n * sizeof *p->c);
@@ -156,7 +159,6 @@ static void prepacked_on_thread(const product *p) {
     for (int ic = 0; ic < p->m; ic += SGEMM_MC) {
       int mc = min_int(SGEMM_MC, p->m - ic), whole = mc / SGEMM_MR * SGEMM_MR;
       const float *a = p->a + (long)ic * p->rsa + pc;
-      if (whole < mc) pack_a(a + (long)whole * p->rsa, p->rsa, 1, mc - whole, kc, 1.0f, partial);
       float *c = p->c + (long)ic * p->ldc;
       for (int jr = 0; jr < p->n; jr += SGEMM_NR) {
         int nr = min_int(SGEMM_NR, p->n - jr);
@@ -165,8 +167,8 @@ static void prepacked_on_thread(const product *p) {
           p->kernels.rows(kc, a + (long)ir * p->rsa, p->rsa, b, c + (long)ir * p->ldc + jr,
                           p->ldc, nr, add);
         if (whole < mc)
-          p->kernels.packed(kc, partial, b, c + (long)whole * p->ldc + jr, p->ldc, mc - whole,
-                            nr, add);
+          p->kernels.rows_tail[mc - whole](kc, a + (long)whole * p->rsa, p->rsa, b,
+                                           c + (long)whole * p->ldc + jr, p->ldc, nr, add);
       }
     }
   }

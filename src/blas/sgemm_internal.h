@@ -18,12 +18,17 @@ enum { SGEMM_MR = 6, SGEMM_NR = 16, SGEMM_KC = 384, SGEMM_MC = 96, SGEMM_NC = 51
  * time lie where MLX allocated them); m <= MR, n <= NR.
  *   packed: A is a packed MR x kc panel (k-major, MR floats per k);
  *   rows:   A is MR full rows read where they lie, row i at a + i * lda, k contiguous (packing
- *           a row-major A would cost a copy of it per thread and per column block). */
+ *           a row-major A would cost a copy of it per thread and per column block);
+ *   rows_tail: the same for fewer rows. */
 typedef struct sgemm_kernels {
   void (*packed)(int kc, const float *a, const float *b, float *c, long ldc, int m, int n,
                  int add);
   void (*rows)(int kc, const float *a, long lda, const float *b, float *c, long ldc, int n,
                int add);
+  /* rows_tail[m] for m in 1..MR-1: the rows kernel over m rows only (a last partial panel of a
+   * row-major A, which would otherwise be packed and computed as a whole panel). */
+  void (*rows_tail[SGEMM_MR])(int kc, const float *a, long lda, const float *b, float *c,
+                              long ldc, int n, int add);
 } sgemm_kernels;
 
 /* The fastest kernels this processor runs, or the portable ones when portable is set. */

@@ -32,14 +32,27 @@ static void kernel_portable(int kc, const float *a, const float *b, float *c, lo
   store_tile(acc, c, ldc, m, n, add);
 }
 
-static void kernel_rows_portable(int kc, const float *a, long lda, const float *b, float *c,
-                                 long ldc, int n, int add) {
+/* m rows of A where they lie (m <= MR) */
+static void rows_portable(int kc, const float *a, long lda, const float *b, float *c, long ldc,
+                          int m, int n, int add) {
   float acc[SGEMM_MR * SGEMM_NR] = {0};
   for (int k = 0; k < kc; k++, b += SGEMM_NR)
-    for (int i = 0; i < SGEMM_MR; i++)
+    for (int i = 0; i < m; i++)
       for (int j = 0; j < SGEMM_NR; j++) acc[i * SGEMM_NR + j] += a[i * lda + k] * b[j];
-  store_tile(acc, c, ldc, SGEMM_MR, n, add);
+  store_tile(acc, c, ldc, m, n, add);
 }
+
+#define ROWS_PORTABLE(M)                                                                          \
+  static void kernel_rows##M##_portable(int kc, const float *a, long lda, const float *b,         \
+                                        float *c, long ldc, int n, int add) {                     \
+    rows_portable(kc, a, lda, b, c, ldc, M, n, add);                                              \
+  }
+ROWS_PORTABLE(1)
+ROWS_PORTABLE(2)
+ROWS_PORTABLE(3)
+ROWS_PORTABLE(4)
+ROWS_PORTABLE(5)
+ROWS_PORTABLE(6)
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -69,6 +82,8 @@ store_avx2(__m256 rows[SGEMM_MR][2], float *c, long ldc, int m, int n, int add) 
   }
   store_tile(acc, c, ldc, m, n, add);
 }
+
+_Static_assert(SGEMM_MR == 6, "the AVX2 kernels hold 6 rows, the tail tables 1 to 5");
 
 /* One step over k: row i of A's element is a_i, B's 16 floats are b0:b1. */
 #define STEP(a0, a1, a2, a3, a4, a5)                                                              \
@@ -116,6 +131,29 @@ AVX2_FMA static void kernel_rows_avx2(int kc, const float *a, long lda, const fl
   store_avx2(rows, c, ldc, SGEMM_MR, n, add);
 }
 
+/* The rows kernel over M < MR rows: M accumulator pairs, unrolled by the compiler (M is a
+ * constant), stored through the scratch tile. */
+#define ROWS_TAIL_AVX2(M)                                                                         \
+  AVX2_FMA static void kernel_rows##M##_avx2(int kc, const float *a, long lda, const float *b,   \
+                                             float *c, long ldc, int n, int add) {                \
+    __m256 acc[SGEMM_MR][2];                                                                      \
+    for (int i = 0; i < SGEMM_MR; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();              \
+    for (int k = 0; k < kc; k++, b += SGEMM_NR) {                                                 \
+      __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);                                \
+      _Pragma("GCC unroll 6") for (int i = 0; i < (M); i++) {                                     \
+        __m256 ai = _mm256_broadcast_ss(a + i * lda + k);                                         \
+        acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);                                           \
+        acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);                                           \
+      }                                                                                           \
+    }                                                                                             \
+    store_avx2(acc, c, ldc, (M), n, add);                                                         \
+  }
+ROWS_TAIL_AVX2(1)
+ROWS_TAIL_AVX2(2)
+ROWS_TAIL_AVX2(3)
+ROWS_TAIL_AVX2(4)
+ROWS_TAIL_AVX2(5)
+
 static bool has_avx2_fma(void) {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -124,7 +162,12 @@ static bool has_avx2_fma(void) {
 
 sgemm_kernels sgemm_pick_kernels(bool portable) {
 #if defined(__x86_64__)
-  if (!portable && has_avx2_fma()) return (sgemm_kernels){kernel_avx2, kernel_rows_avx2};
+  if (!portable && has_avx2_fma())
+    return (sgemm_kernels){kernel_avx2, kernel_rows_avx2,
+                           {NULL, kernel_rows1_avx2, kernel_rows2_avx2, kernel_rows3_avx2,
+                            kernel_rows4_avx2, kernel_rows5_avx2}};
 #endif
-  return (sgemm_kernels){kernel_portable, kernel_rows_portable};
+  return (sgemm_kernels){kernel_portable, kernel_rows6_portable,
+                         {NULL, kernel_rows1_portable, kernel_rows2_portable,
+                          kernel_rows3_portable, kernel_rows4_portable, kernel_rows5_portable}};
 }
