@@ -133,28 +133,27 @@ static void product_on_thread(const product *p, float *buffers) {
           int ir = 0;
           for (; ir < packed_from && ir < whole; ir += SGEMM_MR)
             p->kernels.rows(kc, a + ir * p->rsa, p->rsa, b, c + (long)ir * p->ldc + jr, p->ldc,
-                            nr, add);
+                            nr, add, NULL);
           if (rows_in_place && whole < mc)
             p->kernels.rows_tail[mc - whole](kc, a + whole * p->rsa, p->rsa, b,
-                                             c + (long)whole * p->ldc + jr, p->ldc, nr, add);
+                                             c + (long)whole * p->ldc + jr, p->ldc, nr, add,
+                                             NULL);
           for (ir = packed_from; ir < mc; ir += SGEMM_MR)
             p->kernels.packed(kc, pa + (ir - packed_from) * kc, b, c + (long)ir * p->ldc + jr,
-                              p->ldc, min_int(SGEMM_MR, mc - ir), nr, add);
+                              p->ldc, min_int(SGEMM_MR, mc - ir), nr, add, NULL);
         }
       }
     }
   }
 }
 
-/* The whole of p, whose B was packed ahead of time, on this thread: C starts as the bias rows
- * (or the first pass over K overwrites it), then K block by K block, A's rows read in place
- * (alpha is 1, A row-major), a last partial panel through the tail kernel of its height. */
+/* The whole of p, whose B was packed ahead of time, on this thread, K block by K block: the
+ * first overwrites C, adding the bias rows as it stores (no pass of its own over C), the others
+ * add to it; A's rows are read in place (alpha is 1, A row-major), a last partial panel through
+ * the tail kernel of its height. */
 static void prepacked_on_thread(const product *p) {
-  if (p->bias)
-    for (int i = 0; i < p->m; i++)
-      memcpy(p->c + (long)i * p->ldc, p->bias, (size_t)p->n * sizeof *p->c);
   for (int pc = 0; pc < p->k; pc += SGEMM_KC) {
-    int kc = min_int(SGEMM_KC, p->k - pc), add = pc > 0 || p->bias;
+    int kc = min_int(SGEMM_KC, p->k - pc), add = pc > 0;
     const float *block = p->packed + (long)pc * p->width + (long)p->col0 * kc;
     for (int ic = 0; ic < p->m; ic += SGEMM_MC) {
       int mc = min_int(SGEMM_MC, p->m - ic), whole = mc / SGEMM_MR * SGEMM_MR;
@@ -162,13 +161,13 @@ static void prepacked_on_thread(const product *p) {
       float *c = p->c + (long)ic * p->ldc;
       for (int jr = 0; jr < p->n; jr += SGEMM_NR) {
         int nr = min_int(SGEMM_NR, p->n - jr);
-        const float *b = block + (long)jr * kc;
+        const float *b = block + (long)jr * kc, *bias = p->bias && !add ? p->bias + jr : NULL;
         for (int ir = 0; ir < whole; ir += SGEMM_MR)
           p->kernels.rows(kc, a + (long)ir * p->rsa, p->rsa, b, c + (long)ir * p->ldc + jr,
-                          p->ldc, nr, add);
+                          p->ldc, nr, add, bias);
         if (whole < mc)
           p->kernels.rows_tail[mc - whole](kc, a + (long)whole * p->rsa, p->rsa, b,
-                                           c + (long)whole * p->ldc + jr, p->ldc, nr, add);
+                                           c + (long)whole * p->ldc + jr, p->ldc, nr, add, bias);
       }
     }
   }

@@ -14,7 +14,8 @@
 enum { SGEMM_MR = 6, SGEMM_NR = 16, SGEMM_KC = 384, SGEMM_MC = 96, SGEMM_NC = 512 };
 
 /* The register kernels. Both write C[0:m, 0:n] (row stride ldc), overwriting it or, when add is
- * set, adding to it, from a packed kc x NR panel of B (any alignment: weights packed ahead of
+ * set, adding to it, plus bias[0:n] on every row when bias is not NULL, from a packed kc x NR
+ * panel of B (any alignment: weights packed ahead of
  * time lie where MLX allocated them); m <= MR, n <= NR.
  *   packed: A is a packed MR x kc panel (k-major, MR floats per k);
  *   rows:   A is MR full rows read where they lie, row i at a + i * lda, k contiguous (packing
@@ -22,13 +23,13 @@ enum { SGEMM_MR = 6, SGEMM_NR = 16, SGEMM_KC = 384, SGEMM_MC = 96, SGEMM_NC = 51
  *   rows_tail: the same for fewer rows. */
 typedef struct sgemm_kernels {
   void (*packed)(int kc, const float *a, const float *b, float *c, long ldc, int m, int n,
-                 int add);
+                 int add, const float *bias);
   void (*rows)(int kc, const float *a, long lda, const float *b, float *c, long ldc, int n,
-               int add);
+               int add, const float *bias);
   /* rows_tail[m] for m in 1..MR-1: the rows kernel over m rows only (a last partial panel of a
    * row-major A, which would otherwise be packed and computed as a whole panel). */
   void (*rows_tail[SGEMM_MR])(int kc, const float *a, long lda, const float *b, float *c,
-                              long ldc, int n, int add);
+                              long ldc, int n, int add, const float *bias);
 } sgemm_kernels;
 
 /* The fastest kernels this processor runs, or the portable ones when portable is set. */

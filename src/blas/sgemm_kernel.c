@@ -8,44 +8,45 @@
  */
 #include "blas/sgemm_internal.h"
 
-#include <string.h>
 
 /* Stores the 6 x 16 tile acc into C's m x n corner: overwriting C when add is 0 (C is not read,
- * so stale NaNs there do not leak), adding to it otherwise. */
-static void store_tile(const float *acc, float *c, long ldc, int m, int n, int add) {
+ * so stale NaNs there do not leak), adding to it otherwise; plus the bias row (n floats) on every
+ * row when bias is not NULL. */
+static void store_tile(const float *acc, float *c, long ldc, int m, int n, int add,
+                       const float *bias) {
   for (int i = 0; i < m; i++) {
     float *row = c + i * ldc;
     const float *src = acc + i * SGEMM_NR;
-    if (add)
-      for (int j = 0; j < n; j++) row[j] += src[j];
-    else
-      memcpy(row, src, (size_t)n * sizeof *row);
+    for (int j = 0; j < n; j++) {
+      float v = bias ? src[j] + bias[j] : src[j];
+      row[j] = add ? row[j] + v : v;
+    }
   }
 }
 
 static void kernel_portable(int kc, const float *a, const float *b, float *c, long ldc, int m,
-                            int n, int add) {
+                            int n, int add, const float *bias) {
   float acc[SGEMM_MR * SGEMM_NR] = {0};
   for (int k = 0; k < kc; k++, a += SGEMM_MR, b += SGEMM_NR)
     for (int i = 0; i < SGEMM_MR; i++)
       for (int j = 0; j < SGEMM_NR; j++) acc[i * SGEMM_NR + j] += a[i] * b[j];
-  store_tile(acc, c, ldc, m, n, add);
+  store_tile(acc, c, ldc, m, n, add, bias);
 }
 
 /* m rows of A where they lie (m <= MR) */
 static void rows_portable(int kc, const float *a, long lda, const float *b, float *c, long ldc,
-                          int m, int n, int add) {
+                          int m, int n, int add, const float *bias) {
   float acc[SGEMM_MR * SGEMM_NR] = {0};
   for (int k = 0; k < kc; k++, b += SGEMM_NR)
     for (int i = 0; i < m; i++)
       for (int j = 0; j < SGEMM_NR; j++) acc[i * SGEMM_NR + j] += a[i * lda + k] * b[j];
-  store_tile(acc, c, ldc, m, n, add);
+  store_tile(acc, c, ldc, m, n, add, bias);
 }
 
 #define ROWS_PORTABLE(M)                                                                          \
   static void kernel_rows##M##_portable(int kc, const float *a, long lda, const float *b,         \
-                                        float *c, long ldc, int n, int add) {                     \
-    rows_portable(kc, a, lda, b, c, ldc, M, n, add);                                              \
+                                        float *c, long ldc, int n, int add, const float *bias) {  \
+    rows_portable(kc, a, lda, b, c, ldc, M, n, add, bias);                                        \
   }
 ROWS_PORTABLE(1)
 ROWS_PORTABLE(2)
@@ -62,11 +63,15 @@ ROWS_PORTABLE(6)
 /* Writes the 12 accumulators (6 rows of 16) to C, through the scratch tile when the block is
  * partial. */
 AVX2_FMA static inline __attribute__((always_inline)) void
-store_avx2(__m256 rows[SGEMM_MR][2], float *c, long ldc, int m, int n, int add) {
+store_avx2(__m256 rows[SGEMM_MR][2], float *c, long ldc, int m, int n, int add,
+           const float *bias) {
   if (m == SGEMM_MR && n == SGEMM_NR) {
+    __m256 b0 = _mm256_setzero_ps(), b1 = b0;
+    if (bias) b0 = _mm256_loadu_ps(bias), b1 = _mm256_loadu_ps(bias + 8);
     for (int i = 0; i < SGEMM_MR; i++) {
       float *row = c + i * ldc;
       __m256 lo = rows[i][0], hi = rows[i][1];
+      if (bias) lo = _mm256_add_ps(lo, b0), hi = _mm256_add_ps(hi, b1);
       if (add) {
         lo = _mm256_add_ps(lo, _mm256_loadu_ps(row));
         hi = _mm256_add_ps(hi, _mm256_loadu_ps(row + 8));
@@ -80,7 +85,7 @@ store_avx2(__m256 rows[SGEMM_MR][2], float *c, long ldc, int m, int n, int add) 
     _mm256_store_ps(acc + i * SGEMM_NR, rows[i][0]);
     _mm256_store_ps(acc + i * SGEMM_NR + 8, rows[i][1]);
   }
-  store_tile(acc, c, ldc, m, n, add);
+  store_tile(acc, c, ldc, m, n, add, bias);
 }
 
 _Static_assert(SGEMM_MR == 6, "the AVX2 kernels hold 6 rows, the tail tables 1 to 5");
@@ -108,18 +113,18 @@ _Static_assert(SGEMM_MR == 6, "the AVX2 kernels hold 6 rows, the tail tables 1 t
 #define ROWS {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}}
 
 AVX2_FMA static void kernel_avx2(int kc, const float *a, const float *b, float *c, long ldc,
-                                 int m, int n, int add) {
+                                 int m, int n, int add, const float *bias) {
   ACCUMULATORS;
   for (int k = 0; k < kc; k++, a += SGEMM_MR, b += SGEMM_NR) {
     __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
     STEP(a, a + 1, a + 2, a + 3, a + 4, a + 5);
   }
   __m256 rows[SGEMM_MR][2] = ROWS;
-  store_avx2(rows, c, ldc, m, n, add);
+  store_avx2(rows, c, ldc, m, n, add, bias);
 }
 
 AVX2_FMA static void kernel_rows_avx2(int kc, const float *a, long lda, const float *b, float *c,
-                                      long ldc, int n, int add) {
+                                      long ldc, int n, int add, const float *bias) {
   ACCUMULATORS;
   const float *r0 = a, *r1 = a + lda, *r2 = r1 + lda, *r3 = r2 + lda, *r4 = r3 + lda;
   const float *r5 = r4 + lda;
@@ -128,14 +133,15 @@ AVX2_FMA static void kernel_rows_avx2(int kc, const float *a, long lda, const fl
     STEP(r0 + k, r1 + k, r2 + k, r3 + k, r4 + k, r5 + k);
   }
   __m256 rows[SGEMM_MR][2] = ROWS;
-  store_avx2(rows, c, ldc, SGEMM_MR, n, add);
+  store_avx2(rows, c, ldc, SGEMM_MR, n, add, bias);
 }
 
 /* The rows kernel over M < MR rows: M accumulator pairs, unrolled by the compiler (M is a
  * constant), stored through the scratch tile. */
 #define ROWS_TAIL_AVX2(M)                                                                         \
   AVX2_FMA static void kernel_rows##M##_avx2(int kc, const float *a, long lda, const float *b,   \
-                                             float *c, long ldc, int n, int add) {                \
+                                             float *c, long ldc, int n, int add,                  \
+                                             const float *bias) {                                 \
     __m256 acc[SGEMM_MR][2];                                                                      \
     for (int i = 0; i < SGEMM_MR; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();              \
     for (int k = 0; k < kc; k++, b += SGEMM_NR) {                                                 \
@@ -146,7 +152,7 @@ AVX2_FMA static void kernel_rows_avx2(int kc, const float *a, long lda, const fl
         acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);                                           \
       }                                                                                           \
     }                                                                                             \
-    store_avx2(acc, c, ldc, (M), n, add);                                                         \
+    store_avx2(acc, c, ldc, (M), n, add, bias);                                                   \
   }
 ROWS_TAIL_AVX2(1)
 ROWS_TAIL_AVX2(2)
