@@ -173,6 +173,7 @@ static bool intern_value(builder *b, const OrtValueInfo *vi, int *index) {
   ir_value *v = &b->g->values[b->g->n_values];
   memset(v, 0, sizeof *v);
   v->producer = IR_NONE;
+  v->first_readers[0] = v->first_readers[1] = IR_NONE;
   v->name = ir_arena_strdup(b->arena, name);
   if (!v->name) goto oom;
   if (!describe_value(b, vi, v)) return false;
@@ -304,6 +305,12 @@ static bool snapshot_subgraph(builder *b, const OrtGraph *graph, ir_graph **out)
 }
 
 /* Implicit inputs and subgraphs (control-flow nodes only; cheap to ask of every node). */
+/* One more node input reads v; node is the reading node's index. */
+static void count_reader(ir_value *v, int node) {
+  if (v->readers < 2) v->first_readers[v->readers] = node;
+  v->readers++;
+}
+
 static bool snapshot_control(builder *b, const OrtNode *on, ir_node *n) {
   size_t count = 0;
   TRY(b->ort->Node_GetNumSubgraphs(on, &count));
@@ -325,9 +332,10 @@ static bool snapshot_control(builder *b, const OrtNode *on, ir_node *n) {
   int *impl = ir_arena_alloc(b->arena, sizeof(int) * (n_impl + 1));
   if (!vis || !impl) return false;
   if (n_impl) TRY(b->ort->Node_GetImplicitInputs(on, vis, n_impl));
+  int index = (int)(n - b->g->nodes);
   for (size_t i = 0; i < n_impl; i++) {
     if (!intern_value(b, vis[i], &impl[i])) return false;
-    if (impl[i] != IR_NONE) b->g->values[impl[i]].readers++;
+    if (impl[i] != IR_NONE) count_reader(&b->g->values[impl[i]], index);
   }
   n->implicit = impl;
   n->n_implicit = (int)n_impl;
@@ -356,7 +364,7 @@ static bool snapshot_node(builder *b, const OrtNode *on, int index) {
   if (count) TRY(b->ort->Node_GetInputs(on, vis, count));
   for (size_t i = 0; i < count; i++) {
     if (!intern_value(b, vis[i], &ins[i])) return false;
-    if (ins[i] != IR_NONE) b->g->values[ins[i]].readers++;
+    if (ins[i] != IR_NONE) count_reader(&b->g->values[ins[i]], index);
   }
   n->inputs = ins;
   n->n_inputs = (int)count;

@@ -58,6 +58,8 @@ typedef struct ir_value {
   bool is_outer_scope; /* in a subgraph: a value of an enclosing graph, resolved by name */
   int producer; /* node index or IR_NONE */
   int readers;  /* node inputs in this graph that read the value, a subgraph's implicit ones too */
+  int first_readers[2]; /* the nodes behind the first two of those (IR_NONE where fewer): the
+                         * pattern matchers' forward step, without a scan of the graph */
 } ir_value;
 
 typedef enum ir_attr_type {

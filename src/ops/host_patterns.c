@@ -76,11 +76,7 @@ int hp_gelu_input(tr_ctx *t, const ir_node *n) {
 
 /* The node that reads value v, when one node reads it once. */
 static const ir_node *only_reader(const tr_ctx *t, int v) {
-  if (!inner(t, v)) return NULL;
-  for (int i = 0; i < t->g->n_nodes; i++)
-    for (int k = 0; k < t->g->nodes[i].n_inputs; k++)
-      if (t->g->nodes[i].inputs[k] == v) return &t->g->nodes[i];
-  return NULL;
+  return inner(t, v) ? &t->g->nodes[t->g->values[v].first_readers[0]] : NULL;
 }
 
 bool hp_erf_in_gelu(tr_ctx *t, const ir_node *n) {
@@ -200,16 +196,13 @@ static bool step_at(tr_ctx *t, const ir_node *n, hc_step *step, int *in, int *no
   return false;
 }
 
-/* The readers of value v (at most cap of them; the count of all). */
+/* The readers of value v (the first cap of them, cap <= 2; the count of all). */
 static int readers_of(const tr_ctx *t, int v, const ir_node **out, int cap) {
-  int count = 0;
-  for (int i = 0; i < t->g->n_nodes; i++)
-    for (int k = 0; k < t->g->nodes[i].n_inputs; k++)
-      if (t->g->nodes[i].inputs[k] == v) {
-        if (count < cap) out[count] = &t->g->nodes[i];
-        count++;
-      }
-  return count;
+  if (v == IR_NONE) return 0;
+  const ir_value *val = &t->g->values[v];
+  for (int i = 0; i < cap && i < val->readers && i < 2; i++)
+    out[i] = &t->g->nodes[val->first_readers[i]];
+  return val->readers;
 }
 
 /* Whether value v goes on into a step that would take the chain further. */
