@@ -1,7 +1,8 @@
 /*
  * The elementwise chain host kernel (host_chain.h): a short program of steps with one-element
- * constants applied to every element of one float32 value, 8 floats at a time in registers and
- * blocks of elements split over the cores (blas/workers.c). Each step rounds as its ONNX node
+ * constants applied to every element of one float32 value, 64 floats (8 vectors) at a time in
+ * registers, each step decoded once per 64, and blocks of elements split over the cores
+ * (blas/workers.c). Each step rounds as its ONNX node
  * does (no fused multiply-add: both builds give the same bits), so only the passes MLX would
  * make, and its single thread, are saved. The kernel is elementwise to the bridge, which runs it
  * beneath a shared transpose (a convolution's channels-first view) rather than copying.
@@ -11,7 +12,7 @@
 #include "blas/workers.h"
 #include "ops/host_simd.h"
 
-enum { BLOCK = 2048 }; /* elements per part unit: a few KiB, in level 1 across the steps */
+enum { BLOCK = 2048 }; /* elements per unit of the split over the cores */
 enum { PARALLEL_MIN_ELEMENTS = 1 << 14 };
 
 typedef struct hc_params {
@@ -28,7 +29,7 @@ HOST_INLINE f32x8 pick(i32x8 mask, f32x8 a, f32x8 b) {
 }
 
 /* One step on the LANES vectors of v (held in registers): the step is decoded once for all of
- * them. max and min keep a NaN operand (the comparison is false). */
+ * them. max, min, clip and relu keep a NaN element (the comparison is false). */
 enum { LANES = 8 };
 #define EACH(expr)                                   \
   do {                                               \
