@@ -123,24 +123,25 @@ static void product_on_thread(const product *p, float *buffers) {
       for (int ic = 0; ic < p->m; ic += SGEMM_MC) {
         int mc = min_int(SGEMM_MC, p->m - ic);
         const float *a = p->a + ic * p->rsa + pc * p->csa;
-        int whole = mc / SGEMM_MR * SGEMM_MR, packed_from = rows_in_place ? mc : 0;
-        if (packed_from < mc)
-          pack_a(a + packed_from * p->rsa, p->rsa, p->csa, mc - packed_from, kc, p->alpha, pa);
+        int whole = mc / SGEMM_MR * SGEMM_MR;
+        if (!rows_in_place) pack_a(a, p->rsa, p->csa, mc, kc, p->alpha, pa);
         float *c = p->c + (long)ic * p->ldc + jc;
         for (int jr = 0; jr < nc; jr += SGEMM_NR) {
           int nr = min_int(SGEMM_NR, nc - jr);
           const float *b = pb + jr * kc;
-          int ir = 0;
-          for (; ir < packed_from && ir < whole; ir += SGEMM_MR)
+          if (!rows_in_place) {
+            for (int ir = 0; ir < mc; ir += SGEMM_MR)
+              p->kernels.packed(kc, pa + ir * kc, b, c + (long)ir * p->ldc + jr, p->ldc,
+                                min_int(SGEMM_MR, mc - ir), nr, add, NULL);
+            continue;
+          }
+          for (int ir = 0; ir < whole; ir += SGEMM_MR)
             p->kernels.rows(kc, a + ir * p->rsa, p->rsa, b, c + (long)ir * p->ldc + jr, p->ldc,
                             nr, add, NULL);
-          if (rows_in_place && whole < mc)
+          if (whole < mc)
             p->kernels.rows_tail[mc - whole](kc, a + whole * p->rsa, p->rsa, b,
                                              c + (long)whole * p->ldc + jr, p->ldc, nr, add,
                                              NULL);
-          for (ir = packed_from; ir < mc; ir += SGEMM_MR)
-            p->kernels.packed(kc, pa + (ir - packed_from) * kc, b, c + (long)ir * p->ldc + jr,
-                              p->ldc, min_int(SGEMM_MR, mc - ir), nr, add, NULL);
         }
       }
     }

@@ -21,23 +21,17 @@ typedef struct hc_params {
   long elements;
 } hc_params;
 
-HOST_INLINE f32x8 splat(float v) { return (f32x8){v, v, v, v, v, v, v, v}; }
-
-/* a where mask (all ones), else b */
-HOST_INLINE f32x8 pick(i32x8 mask, f32x8 a, f32x8 b) {
-  return (f32x8)((mask & (i32x8)a) | (~mask & (i32x8)b));
-}
 
 /* One step on the LANES vectors of v (held in registers): the step is decoded once for all of
  * them. max, min, clip and relu keep a NaN element (the comparison is false). */
 enum { LANES = 8 };
-#define EACH(expr)                                   \
-  do {                                               \
-    _Pragma("GCC unroll 8") for (int l = 0; l < LANES; l++) expr; \
+#define EACH(expr)                                                  \
+  do {                                                              \
+    _Pragma("GCC unroll 8") for (int l = 0; l < LANES; l++) expr;   \
   } while (0)
 HOST_INLINE void step_block(const hc_step *s, f32x8 *v) {
-  f32x8 a = splat(s->a), b = splat(s->b), zero = splat(0.0f), three = splat(3.0f),
-        six = splat(6.0f), t;
+  f32x8 a = splat8(s->a), b = splat8(s->b), zero = splat8(0.0f), three = splat8(3.0f),
+        six = splat8(6.0f), t;
   switch (s->op) {
     case HC_MUL: EACH(v[l] = v[l] * a); break;
     case HC_ADD: EACH(v[l] = v[l] + a); break;
@@ -45,12 +39,14 @@ HOST_INLINE void step_block(const hc_step *s, f32x8 *v) {
     case HC_SUB_FROM: EACH(v[l] = a - v[l]); break;
     case HC_DIV: EACH(v[l] = v[l] / a); break;
     case HC_DIV_INTO: EACH(v[l] = a / v[l]); break;
-    case HC_MAX: EACH(v[l] = pick(v[l] < a, a, v[l])); break;
-    case HC_MIN: EACH(v[l] = pick(v[l] > a, a, v[l])); break;
-    case HC_CLIP: EACH((v[l] = pick(v[l] < a, a, v[l]), v[l] = pick(v[l] > b, b, v[l]))); break;
-    case HC_RELU: EACH(v[l] = pick(v[l] < zero, zero, v[l])); break;
+    case HC_MAX: EACH(v[l] = select8(v[l] < a, a, v[l])); break;
+    case HC_MIN: EACH(v[l] = select8(v[l] > a, a, v[l])); break;
+    case HC_CLIP:
+      EACH((v[l] = select8(v[l] < a, a, v[l]), v[l] = select8(v[l] > b, b, v[l])));
+      break;
+    case HC_RELU: EACH(v[l] = select8(v[l] < zero, zero, v[l])); break;
     case HC_HARDSWISH:
-      EACH((t = v[l] + three, t = pick(t < zero, zero, t), t = pick(t > six, six, t),
+      EACH((t = v[l] + three, t = select8(t < zero, zero, t), t = select8(t > six, six, t),
             v[l] = v[l] * t / six));
       break;
   }

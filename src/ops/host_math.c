@@ -37,12 +37,6 @@ static fm_constants constants(void) {
   return c;
 }
 
-HOST_INLINE f32x8 splat(float v) { return (f32x8){v, v, v, v, v, v, v, v}; }
-
-/* a where mask (all ones), else b */
-HOST_INLINE f32x8 select8(i32x8 mask, f32x8 a, f32x8 b) {
-  return (f32x8)((mask & (i32x8)a) | (~mask & (i32x8)b));
-}
 
 /* e^x, fastmath.c's reduction and polynomial (the same constants, multiply-adds fused where the
  * build allows), with two shortcuts its composed graph cannot take: 2^n goes straight into the
@@ -53,12 +47,12 @@ HOST_INLINE f32x8 select8(i32x8 mask, f32x8 a, f32x8 b) {
 HOST_INLINE f32x8 exp8(f32x8 x, const fm_constants *c) {
   const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer in the low bits */
   i32x8 underflow = x < -87.3f;
-  x = select8(underflow, splat(-87.3f), x);
-  x = select8(x > 88.7f, splat(88.7f), x);
+  x = select8(underflow, splat8(-87.3f), x);
+  x = select8(x > 88.7f, splat8(88.7f), x);
   f32x8 t = x * c->log2e + magic, n = t - magic;
   f32x8 r = x + (n * -c->ln2_hi + 0.0f);
   r = r + (n * -c->ln2_lo + 0.0f);
-  f32x8 p = splat(c->exp_poly[0]);
+  f32x8 p = splat8(c->exp_poly[0]);
   for (int i = 1; i < FM_EXP_TERMS; i++) p = p * r + c->exp_poly[i];
   f32x8 y = r * r;
   y = y * p;
@@ -79,14 +73,14 @@ static const float ERF_LARGE[7] = {-1.849605560e+00f, -2.638967037e+00f, -8.4311
                                    -4.150582105e-02f, 9.899810888e-03f, -1.832888578e-03f,
                                    1.873752481e-04f};
 HOST_INLINE f32x8 erf8(f32x8 x, const fm_constants *c) {
-  const i32x8 sign = (i32x8)splat(-0.0f);
+  const i32x8 sign = (i32x8)splat8(-0.0f);
   f32x8 z = x * x;
-  f32x8 small = splat(ERF_SMALL[5]);
+  f32x8 small = splat8(ERF_SMALL[5]);
   for (int i = 4; i >= 0; i--) small = small * z + ERF_SMALL[i];
   small = small * x;
   f32x8 a = (f32x8)((i32x8)x & ~sign);
-  f32x8 u = select8(a > 4.0f, splat(4.0f), a) - 1.0f;
-  f32x8 q = splat(ERF_LARGE[6]);
+  f32x8 u = select8(a > 4.0f, splat8(4.0f), a) - 1.0f;
+  f32x8 q = splat8(ERF_LARGE[6]);
   for (int i = 5; i >= 0; i--) q = q * u + ERF_LARGE[i];
   f32x8 large = 1.0f - exp8(q, c);
   large = (f32x8)((i32x8)large | ((i32x8)x & sign));
@@ -95,7 +89,7 @@ HOST_INLINE f32x8 erf8(f32x8 x, const fm_constants *c) {
 
 /* The first n (< 8) floats at p, the other lanes fill. */
 HOST_INLINE f32x8 load_part(const float *p, int n, float fill) {
-  f32x8 v = splat(fill);
+  f32x8 v = splat8(fill);
   memcpy(&v, p, (size_t)n * sizeof *p);
   return v;
 }
@@ -156,7 +150,7 @@ static void softmax_rows(const hm_params *p, const float *x, const float *mask, 
   x += first * cols, y += first * cols;
   for (long r = first; r < first + rows; r++, x += cols, y += cols) {
     const float *m = p->masked ? mask + mask_offset(p, r) : NULL;
-    f32x8 m8 = splat(-INFINITY), v, b;
+    f32x8 m8 = splat8(-INFINITY), v, b;
     for (long i = 0; i < full; i += 8) {
       LOAD8(v, x + i);
       v = v * p->scale;
@@ -169,7 +163,7 @@ static void softmax_rows(const hm_params *p, const float *x, const float *mask, 
       y[i] = x[i] * p->scale + (m ? m[i] : 0.0f);
       top = y[i] > top ? y[i] : top;
     }
-    f32x8 s8 = splat(0.0f);
+    f32x8 s8 = splat8(0.0f);
     for (long i = 0; i < full; i += 8) {
       LOAD8(v, y + i);
       v = exp8(v - top, &c);
@@ -193,18 +187,18 @@ static void layer_norm_rows(const float *x, const float *scale, const float *bia
                             long rows, long cols, float eps) {
   long full = cols - cols % 8;
   for (long r = 0; r < rows; r++, x += cols, y += cols) {
-    f32x8 s8 = splat(0.0f), v, d;
+    f32x8 s8 = splat8(0.0f), v, d;
     for (long i = 0; i < full; i += 8) LOAD8(v, x + i), s8 = s8 + v;
     float sum = lanes_sum(s8);
     for (long i = full; i < cols; i++) sum += x[i];
     float mean = sum / (float)cols;
-    s8 = splat(0.0f);
+    s8 = splat8(0.0f);
     for (long i = 0; i < full; i += 8) LOAD8(v, x + i), d = v - mean, s8 = s8 + d * d;
     float sq = lanes_sum(s8);
     for (long i = full; i < cols; i++) sq += (x[i] - mean) * (x[i] - mean);
     float inv = 1.0f / sqrtf(sq / (float)cols + eps);
     for (long i = 0; i < full; i += 8) {
-      f32x8 g, b = splat(0.0f);
+      f32x8 g, b = splat8(0.0f);
       LOAD8(v, x + i), LOAD8(g, scale + i);
       if (bias) LOAD8(b, bias + i);
       v = (v - mean) * inv * g + b;

@@ -24,11 +24,19 @@ static bool inner(const tr_ctx *t, int v) {
   return v != IR_NONE && t->g->values[v].readers == 1 && !t->g->values[v].is_graph_output;
 }
 
-/* Value v is a one-element float constant of rank <= max_rank; its value in *out. */
+/* Value v is a one-element float constant of rank <= max_rank; its value in *out. A float32
+ * one (the usual case) is read where it lies: matching runs on every eager translation, and
+ * tr_scalar_value would build a cast and a handle for each look. */
 static bool constant_scalar(tr_ctx *t, int v, int max_rank, double *out) {
   mx_array c = v != IR_NONE && t->const_values ? t->const_values[v] : NULL;
-  return c && mx_size(c) == 1 && mx_ndim(c) <= max_rank && mx_dtype_is_float(mx_dtype_of(c)) &&
-         tr_scalar_value(t->mx, c, out) == MX_OK;
+  if (!c || mx_size(c) != 1 || mx_ndim(c) > max_rank || !mx_dtype_is_float(mx_dtype_of(c)))
+    return false;
+  const void *data;
+  if (mx_dtype_of(c) == MX_FLOAT32 && mx_host_data(t->mx, c, &data) == MX_OK) {
+    *out = *(const float *)data;
+    return true;
+  }
+  return tr_scalar_value(t->mx, c, out) == MX_OK;
 }
 
 static bool constant_near(tr_ctx *t, int v, int max_rank, double want) {

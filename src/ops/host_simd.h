@@ -1,7 +1,8 @@
 /*
- * What the host kernels' loops (depthwise_loop.c, host_math.c) share: 8-float vectors in GCC's
- * vector extension, unaligned loads and stores, and the attributes that build a loop twice on
- * x86-64 (AVX2, or AVX2 with FMA, and the baseline), the loader picking one for the processor.
+ * What the host kernels' loops (depthwise_loop.c, host_math.c, host_chain.c) share: 8-float
+ * vectors in GCC's vector extension, unaligned loads and stores, a splat and a select, and the
+ * attributes that build a loop twice on x86-64 (AVX2, or AVX2 with FMA, and the baseline), the
+ * loader picking one for the processor.
  * Contraction stays off (ISO C mode) unless a file turns it on, so HOST_CLONES builds round each
  * operation alike and give the same bits.
  */
@@ -33,5 +34,13 @@ typedef int i32x8 __attribute__((vector_size(32)));
  * warns differs between the builds) never comes into play. */
 #define HOST_INLINE static inline __attribute__((always_inline))
 #pragma GCC diagnostic ignored "-Wpsabi"
+
+/* v in every lane */
+HOST_INLINE f32x8 splat8(float v) { return (f32x8){v, v, v, v, v, v, v, v}; }
+
+/* a where mask is set (all ones), else b */
+HOST_INLINE f32x8 select8(i32x8 mask, f32x8 a, f32x8 b) {
+  return (f32x8)((mask & (i32x8)a) | (~mask & (i32x8)b));
+}
 
 #endif
