@@ -255,6 +255,15 @@ CPU_FORM_CASES = [
      dict(group=72, strides=[1, 2], dilations=[1, 2], pads=[1, 2, 1, 3])),
     ("Conv", DEPTHWISE, "dw-3d-blocks", (1, 16, 3, 4, 21), (16, 1, 2, 3, 3),
      dict(group=16, pads=[1, 1, 1, 0, 1, 1])),
+    # kernels 3 and 5 wide at stride 1 along w slide over the row (8 and 6 outputs a block):
+    # a last block that overlaps the one before, a span exactly one block wide, and one too
+    # narrow for a block (every output the general way)
+    ("Conv", DEPTHWISE, "dw-2d-slide-3-tail", (1, 24, 5, 19), (24, 1, 3, 3),
+     dict(group=24, pads=[1, 0, 1, 2])),
+    ("Conv", DEPTHWISE, "dw-2d-slide-5-exact", (1, 8, 6, 10), (8, 1, 5, 5),
+     dict(group=8, pads=[2, 2, 2, 2])),
+    ("Conv", DEPTHWISE, "dw-2d-slide-5-narrow", (1, 16, 6, 9), (16, 1, 5, 5),
+     dict(group=16, pads=[2, 2, 2, 2])),
     # per-tap products are taken from about a MiB of im2col columns up (positions x taps x C)
     ("Conv", TAPS, "taps-2d", (2, 16, 40, 24), (5, 16, 3, 3), dict(pads=[1, 1, 1, 1])),
     ("Conv", TAPS, "taps-2d-dil-asym", (1, 24, 40, 50), (3, 24, 2, 3),
