@@ -109,3 +109,36 @@ def test_attention_mask_is_copied_out_before_its_add(tmp_path):
                                      numpy_helper.from_array(mask, "mask")])
     built = kernels_built(tmp_path, model, (1, 4, 128, 128))
     assert built and not [k for k in built if "_strided_" in k], built
+
+
+# Reductions of a convolution's channels-first view run on the channels-last array beneath, over
+# the axes mapped through the permutation (src/mlx/mx.cpp, mx_reduce); the result is transposed
+# back, or its axes dropped. Each case against ORT's CPU provider, every node on MLX: an axis
+# mapped wrongly reduces other elements or leaves another shape.
+REDUCE_CASES = [
+    ("GlobalAveragePool", {}, None),
+    ("ReduceMean", dict(axes=[2, 3], keepdims=1), None),
+    ("ReduceMean", dict(axes=[-1], keepdims=0), None),
+    ("ReduceMax", dict(axes=[1, -2], keepdims=0), None),
+    ("ReduceLogSumExp", dict(axes=[1], keepdims=1), None),
+    ("ReduceSum", dict(keepdims=0), [3, 1]),
+    ("ReduceSum", dict(keepdims=1), [0, 2]),
+]
+
+
+@pytest.mark.parametrize("op,attrs,axes", REDUCE_CASES,
+                         ids=[f"{c[0]}-{c[1].get('axes', c[2])}-{c[1].get('keepdims', 1)}"
+                              for c in REDUCE_CASES])
+def test_reduction_of_a_convolution_runs_beneath_its_view(op, attrs, axes):
+    from mlx_harness import check_against_cpu
+    rng = np.random.default_rng(2)
+    inputs = ["h"] + (["axes"] if axes is not None else [])
+    inits = [numpy_helper.from_array(rng.standard_normal((12, 6, 3, 3)).astype(np.float32), "w")]
+    if axes is not None:
+        inits.append(numpy_helper.from_array(np.array(axes, np.int64), "axes"))
+    nodes = [helper.make_node("Conv", ["x", "w"], ["h"], pads=[1, 1, 1, 1]),
+             helper.make_node(op, inputs, ["y"], **attrs)]
+    model = make_model(nodes, [("x", TP.FLOAT, [2, 6, 5, 7])], [("y", TP.FLOAT, None)],
+                       initializers=inits)
+    x = rng.standard_normal((2, 6, 5, 7)).astype(np.float32)
+    check_against_cpu(model, {"x": x}, rtol=1e-5, atol=1e-5)

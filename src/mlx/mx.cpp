@@ -123,6 +123,16 @@ const mc::array &A(mx_array h) {
   return h->a;
 }
 
+/* The permutation `a` is a transpose (a view) by, when it is one and not the identity; else
+ * empty. By the primitive's name: libmlx does not export its primitives' type information. */
+std::vector<int> transpose_of(const mc::array &a) {
+  if (!a.has_primitive() || std::strcmp(a.primitive().name(), "Transpose") != 0) return {};
+  auto perm = static_cast<const mc::Transpose &>(a.primitive()).state();
+  for (size_t i = 0; i < perm.size(); i++)
+    if (perm[i] != static_cast<int>(i)) return perm;
+  return {};
+}
+
 /* Fusion depth. MLX's compile fuses a chain of elementwise operations at most 11 deep
  * (max_compile_depth in mlx/compile.cpp) and cuts deeper chains. Where a cut falls on the
  * Broadcast that MLX puts under a scalar operand, that broadcast (strides 0) becomes an input of
@@ -216,18 +226,15 @@ struct Elementwise {
     for (mx_array h : hs) {
       const mc::array &a = h->a;
       if (a.size() == 1) continue;
-      if (!a.has_primitive() || std::strcmp(a.primitive().name(), "Transpose") != 0) return {};
-      /* by name: libmlx does not export its primitives' type information */
-      auto p = static_cast<const mc::Transpose &>(a.primitive()).state();
+      std::vector<int> p = transpose_of(a);
+      if (p.empty()) return {};
       if (!first) first = &a, perm = p;
       else if (p != perm || a.shape() != first->shape()) return {};
     }
     if (!first) return {};
     for (mx_array h : hs)
       if (h->a.size() == 1 && h->a.ndim() > first->ndim()) return {};
-    for (size_t i = 0; i < perm.size(); i++)
-      if (perm[i] != static_cast<int>(i)) return perm;
-    return {};
+    return perm;
   }
 
   /* An evaluated array (a plan's constant, which concurrent runs share and which is never cut
@@ -684,24 +691,46 @@ int mx_contiguous(mx_ctx *ctx, mx_array *out, mx_array a) {
 }
 
 /* --- reductions, scans, sorting ---------------------------------------------------------- */
+static mc::array reduction(mx_reduce_op op, const mc::array &x, const std::vector<int> &ax,
+                           bool keepdims, mc::StreamOrDevice s) {
+  switch (op) {
+    case MX_SUM: return mc::sum(x, ax, keepdims, s);
+    case MX_MEAN: return mc::mean(x, ax, keepdims, s);
+    case MX_MAX: return mc::max(x, ax, keepdims, s);
+    case MX_MIN: return mc::min(x, ax, keepdims, s);
+    case MX_PROD: return mc::prod(x, ax, keepdims, s);
+    case MX_ALL: return mc::all(x, ax, keepdims, s);
+    case MX_ANY: return mc::any(x, ax, keepdims, s);
+    case MX_LOGSUMEXP: return mc::logsumexp(x, ax, keepdims, s);
+    case MX_REDUCE_OP_COUNT: break;
+  }
+  throw std::invalid_argument("unknown reduction");
+}
+
+/* Layout, for reductions: over a transposed view (a convolution's channels-first result) MLX's
+ * CPU reduction walks the view's strides; GlobalAveragePool over PP-OCRv4 rec's [1, 480, 6, 80]
+ * took 1.1 ms that way and 0.11 ms over the channels-last array beneath. On the CPU device a
+ * reduction of such a view therefore runs on the array beneath, over the same axes mapped
+ * through the permutation, keeping them; the result is transposed back (and, without keepdims,
+ * the axes dropped). The same elements reduce, in memory order. */
 int mx_reduce(mx_ctx *ctx, mx_array *out, mx_reduce_op op, mx_array a, const int *axes,
               int naxes, bool keepdims) {
   MX_GUARD(ctx, out, {
     const mc::array &x = A(a);
     std::vector<int> ax = to_vec(axes, naxes);
     auto s = device_of(ctx);
-    switch (op) {
-      case MX_SUM: return keep(ctx, out, mc::sum(x, ax, keepdims, s));
-      case MX_MEAN: return keep(ctx, out, mc::mean(x, ax, keepdims, s));
-      case MX_MAX: return keep(ctx, out, mc::max(x, ax, keepdims, s));
-      case MX_MIN: return keep(ctx, out, mc::min(x, ax, keepdims, s));
-      case MX_PROD: return keep(ctx, out, mc::prod(x, ax, keepdims, s));
-      case MX_ALL: return keep(ctx, out, mc::all(x, ax, keepdims, s));
-      case MX_ANY: return keep(ctx, out, mc::any(x, ax, keepdims, s));
-      case MX_LOGSUMEXP: return keep(ctx, out, mc::logsumexp(x, ax, keepdims, s));
-      case MX_REDUCE_OP_COUNT: break;
+    std::vector<int> perm =
+        ctx->device == MX_DEVICE_CPU && naxes > 0 ? transpose_of(x) : std::vector<int>();
+    int rank = static_cast<int>(x.ndim());
+    std::vector<int> beneath;
+    for (int v : perm.empty() ? std::vector<int>() : ax) {
+      if (v < -rank || v >= rank) break;
+      beneath.push_back(perm[v < 0 ? v + rank : v]);
     }
-    throw std::invalid_argument("unknown reduction");
+    if (perm.empty() || beneath.size() != ax.size())
+      return keep(ctx, out, reduction(op, x, ax, keepdims, s));
+    mc::array y = mc::transpose(reduction(op, x.inputs().at(0), beneath, true, s), perm, s);
+    return keep(ctx, out, keepdims ? y : mc::squeeze(y, ax, s));
   });
 }
 
