@@ -275,11 +275,29 @@ def one(v):
     return np.array([v], np.float32)
 
 
-def test_vision_chain_after_a_convolution(capfd):
+EPILOGUE = "last of an elementwise chain: the epilogue of the kernel computing its input (CPU)"
+
+# (producer, x shape, weight shape, producer attributes, whether its output is also returned)
+VISION_CASES = [
+    ("pointwise", (2, 8, 30, 40), (24, 8, 1, 1), {}, False),
+    ("pointwise-bias", (1, 16, 20, 30), (40, 16, 1, 1), {}, False),
+    ("depthwise", (1, 16, 12, 30), (16, 1, 5, 5), dict(group=16, pads=[2, 2, 2, 2]), False),
+    ("returned", (2, 8, 30, 40), (24, 8, 1, 1), {}, True),
+    ("taps", (1, 8, 20, 24), (16, 8, 3, 3), dict(pads=[1, 1, 1, 1]), False),
+]
+
+
+@pytest.mark.parametrize("producer,xs,ws,attrs,returned", VISION_CASES,
+                         ids=[c[0] for c in VISION_CASES])
+def test_vision_chain_after_a_convolution(producer, xs, ws, attrs, returned, capfd):
     """PP-OCR's block: a convolution, then a scale and shift by [1] constants, HardSwish in four
-    nodes, and another scale and shift: one kernel at the last Add, run on the convolution's
-    channels-last result beneath its channels-first view."""
-    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+    nodes, and another scale and shift: one kernel at the last Add. After a pointwise (its bias
+    inside the product) or a depthwise convolution (host kernels) that nothing else reads, the
+    chain is that kernel's epilogue (each row as it is finished); when the convolution's output is returned too, or
+    comes from MLX's own operations (a 3x3 convolution's per-tap products), the chain is a kernel
+    of its own, beneath the convolution's channels-first view."""
+    conv_in = ["x", "w", "cb"] if producer.endswith("bias") else ["x", "w"]
+    nodes = [helper.make_node("Conv", conv_in, ["c"], name="conv", **attrs),
              helper.make_node("Mul", ["s1", "c"], ["m1"]),
              helper.make_node("Add", ["m1", "b1"], ["a"]),
              helper.make_node("Add", ["a", "three"], ["a3"]),
@@ -288,16 +306,40 @@ def test_vision_chain_after_a_convolution(capfd):
              helper.make_node("Div", ["hm", "six1"], ["hs"]),
              helper.make_node("Mul", ["s2", "hs"], ["m2"]),
              helper.make_node("Add", ["m2", "b2"], ["y"], name="n")]
-    inits = [("w", rand((24, 8, 1, 1), seed=20)), ("s1", one(0.7)), ("b1", one(-0.2)),
+    inits = [("w", rand(ws, seed=20)), ("s1", one(0.7)), ("b1", one(-0.2)),
              ("three", one(3)), ("zero", np.array(0, np.float32)), ("six", np.array(6, np.float32)),
-             ("six1", one(6)), ("s2", one(1.3)), ("b2", one(0.05))]
-    model = make_model(nodes, [("x", TP.FLOAT, [2, 8, 30, 40])], [("y", TP.FLOAT, None)],
+             ("six1", one(6)), ("s2", one(1.3)), ("b2", one(0.05)),
+             ("cb", rand((ws[0],), seed=27))]
+    outputs = [("y", TP.FLOAT, None)] + ([("c", TP.FLOAT, None)] if returned else [])
+    model = make_model(nodes, [("x", TP.FLOAT, list(xs))], outputs, initializers=inits,
+                       opset=13)
+    got, ref, err = harness.run_with_paths(model, {"x": rand(xs, low=-4, high=4, seed=21)}, capfd)
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5)
+    folded = producer in ("pointwise", "pointwise-bias", "depthwise")
+    assert f"node 'n' (Add): {EPILOGUE if folded else CHAIN}" in err, err[-2000:]
+    assert err.count(CHAIN) + err.count(EPILOGUE) == 1, err  # the inner steps see it goes on
+
+
+# MatMul with a constant weight (one packed product, src/ops/matmul_cpu.c), then a chain: the
+# product takes it as its epilogue, over rows split between the threads (more rows than
+# columns) or columns (fewer), over one block of K or several (K > 384). A Softmax first keys
+# the group on shapes (a packed product is never traced shapeless).
+@pytest.mark.parametrize("m,k,n", [(300, 64, 40), (24, 500, 200), (200, 800, 96), (7, 3, 5)],
+                         ids=["rows", "columns", "k-blocks", "tiny"])
+def test_chain_after_a_packed_product(m, k, n, capfd):
+    nodes = [helper.make_node("Softmax", ["x"], ["sx"], axis=-1),
+             helper.make_node("MatMul", ["sx", "w"], ["p"]),
+             helper.make_node("Mul", ["p", "s1"], ["m1"]),
+             helper.make_node("Max", ["m1", "lo"], ["r"]),
+             helper.make_node("Sub", ["r", "b1"], ["y"], name="n")]
+    inits = [("w", rand((k, n), seed=24)), ("s1", one(0.9)), ("lo", one(-0.1)),
+             ("b1", one(0.25))]
+    model = make_model(nodes, [("x", TP.FLOAT, [m, k])], [("y", TP.FLOAT, None)],
                        initializers=inits, opset=13)
-    got, ref, err = harness.run_with_paths(model, {"x": rand((2, 8, 30, 40), low=-4, high=4,
-                                                                seed=21)}, capfd)
-    np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-6)
-    assert f"node 'n' (Add): {CHAIN}" in err
-    assert err.count(CHAIN) == 1, err  # the inner steps see the chain goes on past them
+    got, ref, err = harness.run_with_paths(model, {"x": rand((m, k), seed=26)}, capfd)
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-5)
+    assert f"node 'n' (Sub): {EPILOGUE}" in err, err[-2000:]
 
 
 @pytest.mark.parametrize("opset", [10, 13])

@@ -14,14 +14,23 @@
 void ep_sgemm(int m, int n, int k, float alpha, const float *a, long rsa, long csa,
               const float *b, long rsb, long csb, float beta, float *c, long ldc);
 
+/* An elementwise pass over finished elements of C: fn(params, run, count) rewrites count floats
+ * in place, each from itself alone. */
+typedef struct ep_sgemm_post {
+  void (*fn)(const void *params, float *run, long count);
+  const void *params;
+} ep_sgemm_post;
+
 /* Products with a constant B (a weight) packed once, ahead of time, instead of on every call:
  * ep_sgemm_packed_floats floats hold B (k x n, element (p, j) at b[p * rsb + j * csb]) packed
  * by ep_sgemm_pack; then C (m x n, row stride ldc) = A (m x k, row-major, row stride lda) * B,
- * plus bias (n floats) on every row when bias is not NULL. */
+ * plus bias (n floats) on every row when bias is not NULL, then post applied to every element
+ * when post is not NULL: each thread passes over the rows of C it has just finished, while they
+ * are in its cache, instead of a pass over all of C afterwards. */
 size_t ep_sgemm_packed_floats(int k, int n);
 void ep_sgemm_pack(int k, int n, const float *b, long rsb, long csb, float *packed);
 void ep_sgemm_prepacked(int m, int n, int k, const float *a, long lda, const float *packed,
-                        const float *bias, float *c, long ldc);
+                        const float *bias, const ep_sgemm_post *post, float *c, long ldc);
 
 /* Who serves cblas_sgemm: the plugin's product (the default), or, when own is false and the
  * plugin was built with OpenBLAS, OpenBLAS's (an A/B switch; ONNXRUNTIME_EP_MLX_NO_OWN_SGEMM).

@@ -3,11 +3,12 @@
  * first job, one per core the process may run on (the caller is one of them), and live as long
  * as the process. A job bumps a generation counter; an idle thread spins on it for a short while
  * (matrix products come in bursts, between elementwise kernels), yielding its core to any other
- * runnable thread as it does, and then sleeps on a condition variable. Each part is claimed by whoever comes first, the caller included (an exchange on the
- * part's flag, so exactly one runs it), so a thread that is slow to wake costs nothing: the
- * caller runs the parts nobody claimed and waits only for parts already under way. One job at a
- * time: a second caller that finds the pool busy runs its parts itself, so concurrent sessions
- * never wait on each other.
+ * runnable thread as it does, and then sleeps on a condition variable. Each part is claimed by
+ * whoever comes first, the caller included (an exchange on the part's flag, so exactly one runs
+ * it), so a thread that is slow to wake costs nothing: the caller runs the parts nobody claimed
+ * and waits only for parts already under way. Thread i looks at part i first, so one job's part
+ * i and the next's mostly run on the same core. One job at a time: a second caller that finds
+ * the pool busy runs its parts itself, so concurrent sessions never wait on each other.
  */
 #include "blas/workers.h"
 
@@ -15,6 +16,7 @@
 #include <sched.h>
 #include <stdbool.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <time.h>
 
 enum { MAX_THREADS = 16 };
@@ -72,21 +74,23 @@ static unsigned long wait_for_job(unsigned long seen) {
   return g;
 }
 
-/* Claims and runs whatever parts of the current job are still unclaimed. */
-static void run_claimed_parts(void) {
-  for (int part = 0; part < MAX_THREADS; part++) {
+/* Claims and runs whatever parts of the current job are still unclaimed, starting from part
+ * `first` (the thread's own: part i goes to thread i whenever it is there to take it, so the
+ * rows a thread writes in one job are the rows it reads in the next, in its own cache). */
+static void run_claimed_parts(int first) {
+  for (int i = 0; i < MAX_THREADS; i++) {
+    int part = (first + i) % MAX_THREADS;
     if (atomic_exchange_explicit(&pool.taken[part], true, memory_order_acq_rel)) continue;
     pool.fn(pool.arg, part);
     atomic_fetch_add_explicit(&pool.done, 1, memory_order_release);
   }
 }
 
-static void *pool_thread(void *unused) {
-  (void)unused;
+static void *pool_thread(void *index) {
   unsigned long seen = 0;
   for (;;) {
     seen = wait_for_job(seen);
-    run_claimed_parts();
+    run_claimed_parts((int)(intptr_t)index);
   }
   return NULL;
 }
@@ -106,7 +110,7 @@ static void start_threads(void) {
   int started = 1;
   for (; started < want; started++) {
     pthread_t t;
-    if (pthread_create(&t, &attr, pool_thread, NULL) != 0) break;
+    if (pthread_create(&t, &attr, pool_thread, (void *)(intptr_t)started) != 0) break;
   }
   pthread_attr_destroy(&attr);
   pool.threads = started;
@@ -128,7 +132,7 @@ void workers_run(workers_fn fn, void *arg, int parts) {
     pthread_mutex_lock(&pool.lock);
     if (pool.sleeping) pthread_cond_broadcast(&pool.wake);
     pthread_mutex_unlock(&pool.lock);
-    run_claimed_parts();
+    run_claimed_parts(0);
     while (atomic_load_explicit(&pool.done, memory_order_acquire) != parts) cpu_relax();
     pthread_mutex_unlock(&pool.busy);
     return;

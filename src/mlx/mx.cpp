@@ -270,27 +270,40 @@ struct Elementwise {
 class HostKernel : public mc::UnaryPrimitive {
  public:
   HostKernel(mc::Stream s, std::string name, mx_host_fn fn, std::vector<char> params,
-             unsigned flags)
+             unsigned flags, mx_host_epilogue_fn epilogue = nullptr,
+             std::vector<char> epilogue_params = {})
       : mc::UnaryPrimitive(s), name_(std::move(name)), fn_(fn), params_(std::move(params)),
-        flags_(flags) {}
+        flags_(flags), epilogue_(epilogue), epilogue_params_(std::move(epilogue_params)) {}
 
-  /* The same kernel with one more input (flags cleared: it takes no further one). */
+  /* The same kernel with one more input (it takes no further one). */
   std::shared_ptr<HostKernel> with_extra_input() {
-    return std::make_shared<HostKernel>(stream(), name_, fn_, params_, 0u);
+    return std::make_shared<HostKernel>(stream(), name_, fn_, params_,
+                                        flags_ & ~unsigned(MX_HOST_TAKES_BIAS_ROW), epilogue_,
+                                        epilogue_params_);
+  }
+  /* The same kernel applying `epilogue` to its output (no bias row after it, no second one). */
+  std::shared_ptr<HostKernel> with_epilogue(mx_host_epilogue_fn epilogue,
+                                            std::vector<char> params) {
+    return std::make_shared<HostKernel>(
+        stream(), name_, fn_, params_,
+        flags_ & ~unsigned(MX_HOST_TAKES_BIAS_ROW | MX_HOST_TAKES_EPILOGUE), epilogue,
+        std::move(params));
   }
   unsigned flags() const { return flags_; }
 
   void eval_cpu(const std::vector<mc::array> &inputs, mc::array &out) override {
     out.set_data(mc::allocator::malloc(out.nbytes()));
     auto &encoder = mc::cpu::get_command_encoder(stream());
-    encoder.dispatch([ins = inputs, out, fn = fn_, params = params_]() {
+    encoder.dispatch([ins = inputs, out, fn = fn_, params = params_, epilogue = epilogue_,
+                      epilogue_params = epilogue_params_]() {
       std::vector<mx_host_tensor> views;
       views.reserve(ins.size());
       for (const auto &a : ins)
         views.push_back({a.data<void>(), from_mlx(a.dtype()), static_cast<int>(a.ndim()),
-                         a.shape().data(), a.strides().data()});
+                         a.shape().data(), a.strides().data(), nullptr, nullptr});
       mx_host_tensor o = {out.data<void>(), from_mlx(out.dtype()), static_cast<int>(out.ndim()),
-                          out.shape().data(), out.strides().data()};
+                          out.shape().data(), out.strides().data(), epilogue,
+                          epilogue ? epilogue_params.data() : nullptr};
       fn(views.data(), static_cast<int>(views.size()), &o, params.data());
     });
   }
@@ -307,6 +320,8 @@ class HostKernel : public mc::UnaryPrimitive {
   mx_host_fn fn_;
   std::vector<char> params_;
   unsigned flags_;
+  mx_host_epilogue_fn epilogue_;
+  std::vector<char> epilogue_params_;
 };
 
 }  // namespace
@@ -830,6 +845,35 @@ int mx_fold_into_product(mx_ctx *ctx, mx_array *out, mx_array product, mx_array 
     mc::array sum = mc::addmm(A(c), ins[0], ins[1], 1.0f, 1.0f, device_of(ctx));
     if (reshaped) sum = mc::reshape(sum, p.shape(), device_of(ctx));
     return keep(ctx, out, std::move(sum));
+  });
+}
+
+int mx_fold_epilogue(mx_ctx *ctx, mx_array *out, mx_array value, mx_host_epilogue_fn fn,
+                     const void *params, size_t params_size) {
+  MX_GUARD(ctx, out, {
+    /* down through the views to the kernel, each view's shape or permutation kept */
+    std::vector<const mc::array *> views;
+    const mc::array *at = &A(value);
+    for (;;) {
+      if (!at->has_primitive() || at->dtype() != mc::float32) return MX_OK;
+      const char *name = at->primitive().name(); /* by name, as in transpose_of */
+      if (std::strcmp(name, "Transpose") != 0 && std::strcmp(name, "Reshape") != 0) break;
+      views.push_back(at);
+      at = &at->inputs().at(0);
+    }
+    auto *host = dynamic_cast<HostKernel *>(&at->primitive());
+    if (!host || !(host->flags() & MX_HOST_TAKES_EPILOGUE) || !fn) return MX_OK;
+    const char *p = static_cast<const char *>(params);
+    mc::array y(at->shape(), at->dtype(),
+                host->with_epilogue(fn, std::vector<char>(p, p + params_size)), at->inputs());
+    auto s = at->primitive().stream();
+    for (auto v = views.rbegin(); v != views.rend(); ++v) {
+      const mc::Primitive &view = (*v)->primitive();
+      y = std::strcmp(view.name(), "Transpose") == 0
+              ? mc::transpose(y, static_cast<const mc::Transpose &>(view).state(), s)
+              : mc::reshape(y, (*v)->shape(), s);
+    }
+    return keep(ctx, out, std::move(y));
   });
 }
 

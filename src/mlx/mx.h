@@ -282,12 +282,20 @@ int mx_kernel_call(mx_ctx *ctx, mx_kernel *kernel, const mx_array *inputs, size_
  * can take part in a compiled function keyed on shapes (not a shapeless one: the output shape is
  * fixed when the operation is built). fn must not fail: check what could fail when building.
  * params (params_size bytes) are copied and handed to fn. Fails unless ctx->device is the CPU. */
+/* An elementwise pass a kernel may make over its float32 output as it finishes it, instead of a
+ * pass of its own: rewrites count floats in place, each from itself alone (so any split of the
+ * output into runs gives the same values). */
+typedef void (*mx_host_epilogue_fn)(const void *params, float *data, long count);
 typedef struct mx_host_tensor {
   const void *data; /* for the output: where to write (cast away const) */
   mx_dtype dtype;
   int ndim;
   const int *shape;
   const int64_t *strides; /* in elements; row-contiguous unless MX_HOST_STRIDED_INPUTS */
+  /* for the output of a kernel built with MX_HOST_TAKES_EPILOGUE: applied to every element
+   * once, after its final value is written, when not NULL (mx_fold_epilogue) */
+  mx_host_epilogue_fn epilogue;
+  const void *epilogue_params;
 } mx_host_tensor;
 typedef void (*mx_host_fn)(const mx_host_tensor *inputs, int n_inputs, const mx_host_tensor *out,
                            const void *params);
@@ -298,11 +306,26 @@ typedef void (*mx_host_fn)(const mx_host_tensor *inputs, int n_inputs, const mx_
  * computes each output element from the same element of its inputs (which have the output's
  * shape, or one element), so when they are one transpose of arrays beneath (a convolution's
  * channels-first view of its channels-last result) it runs on those, in memory order, and the
- * result is transposed back: no copy either way. */
-enum { MX_HOST_TAKES_BIAS_ROW = 1, MX_HOST_STRIDED_INPUTS = 2, MX_HOST_ELEMENTWISE = 4 };
+ * result is transposed back: no copy either way. MX_HOST_TAKES_EPILOGUE: fn applies its output's
+ * epilogue, when set, as described there (mx_fold_epilogue sets one). */
+enum {
+  MX_HOST_TAKES_BIAS_ROW = 1,
+  MX_HOST_STRIDED_INPUTS = 2,
+  MX_HOST_ELEMENTWISE = 4,
+  MX_HOST_TAKES_EPILOGUE = 8
+};
 int mx_host_kernel(mx_ctx *ctx, mx_array *out, const char *name, mx_host_fn fn,
                    const void *params, size_t params_size, const mx_array *inputs, int n_inputs,
                    const int *shape, int ndim, mx_dtype dtype, unsigned flags);
+/* `value` with fn (params, params_size bytes, copied) applied to every element, as the host
+ * kernel computing it finishes them: value must be the float32 result of a kernel built with
+ * MX_HOST_TAKES_EPILOGUE and holding no epilogue yet, or a transpose or reshape of one (a
+ * convolution's channels-first view); the views are rebuilt over the new kernel's result. *out
+ * is NULL (and MX_OK returned) when value is none of these. The caller must know that nothing
+ * else reads the kernel's result (it would be computed twice). A bias row is not folded in
+ * after an epilogue. */
+int mx_fold_epilogue(mx_ctx *ctx, mx_array *out, mx_array value, mx_host_epilogue_fn fn,
+                     const void *params, size_t params_size);
 
 #ifdef __cplusplus
 }

@@ -38,13 +38,19 @@ enum { CHAIN_MIN_ELEMENTS = 1 << 12 };
 
 int op_translate_chain(tr_ctx *t, const ir_node *n, bool *done) {
   *done = false;
-  mx_array first = tr_in(t, 0), y;
+  mx_array first = tr_in(t, 0), y = NULL;
   hp_chain chain;
-  if (!first || !hm_applies(t, first) || !hp_chain_ending_at(t, n, &chain) ||
-      mx_size(t->values[chain.input]) < CHAIN_MIN_ELEMENTS)
-    return MX_OK;
-  TR_TRY(hc_build(t, t->values[chain.input], chain.steps, chain.n_steps, &y));
-  tr_note_path(t, "last of an elementwise chain: one host kernel (CPU)");
+  if (!first || !hm_applies(t, first) || !hp_chain_ending_at(t, n, &chain)) return MX_OK;
+  mx_array x = t->values[chain.input];
+  if (chain.input_private) TR_TRY(hc_fold(t, x, chain.steps, chain.n_steps, &y));
+  if (y) {
+    tr_note_path(t, "last of an elementwise chain: the epilogue of the kernel computing its "
+                    "input (CPU)");
+  } else {
+    if (mx_size(x) < CHAIN_MIN_ELEMENTS) return MX_OK;
+    TR_TRY(hc_build(t, x, chain.steps, chain.n_steps, &y));
+    tr_note_path(t, "last of an elementwise chain: one host kernel (CPU)");
+  }
   *done = true;
   return tr_out_cast(t, 0, y);
 }

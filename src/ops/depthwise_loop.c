@@ -12,7 +12,9 @@
  * here the inner loop runs over contiguous channels and is vectorised. Each product is rounded
  * before it is added (no fused multiply-add), taps in row-major order, as the per-tap graph did.
  * Output rows are split over the cores (blas/workers.c) from about 10^5 products up; each output
- * is computed by one thread in the same order, so the split changes no bits.
+ * is computed by one thread in the same order, so the split changes no bits. An elementwise chain
+ * reading only the convolution folds in as the kernel's epilogue (mx_fold_epilogue), applied to
+ * each output row as it is finished.
  */
 #include "blas/workers.h"
 #include "ops/conv.h"
@@ -184,7 +186,8 @@ HOST_INLINE void slide_span(const int K, const int OW, const float *x, const flo
  * interior_block; the rest, and every other geometry, take position_sum. */
 HOST_CLONES
 static void depthwise_rows(const depthwise_geometry *g, const float *x, const float *rows,
-                           const float *bias, float *y, long first, long last) {
+                           const float *bias, const mx_host_tensor *out_view, float *y, long first,
+                           long last) {
   const int c = g->c;
   const long in_plane = (long)g->in[1] * g->in[2], out_plane = (long)g->out[1] * g->out[2];
   /* outputs [w_lo, w_hi) read no padding along w */
@@ -229,12 +232,15 @@ static void depthwise_rows(const depthwise_geometry *g, const float *x, const fl
         position_sum(g, x, rows, bias, out + (long)ow * c, b, od, oh, ow);
       }
     }
+    if (out_view->epilogue)
+      out_view->epilogue(out_view->epilogue_params, out, (long)g->out[2] * c);
   }
 }
 
 typedef struct depthwise_job {
   const depthwise_geometry *g;
   const float *x, *rows, *bias;
+  const mx_host_tensor *out;
   float *y;
   long rows_total;
   int parts;
@@ -244,14 +250,14 @@ static void depthwise_part(void *arg, int part) {
   const depthwise_job *j = arg;
   long first, last;
   workers_range(j->rows_total, j->parts, part, &first, &last);
-  if (first < last) depthwise_rows(j->g, j->x, j->rows, j->bias, j->y, first, last);
+  if (first < last) depthwise_rows(j->g, j->x, j->rows, j->bias, j->out, j->y, first, last);
 }
 
 /* Output rows are split over the cores (blas/workers.c) once there is enough work. */
 static void depthwise_loop(const mx_host_tensor *in, int n_in, const mx_host_tensor *out,
                            const void *params) {
   const depthwise_geometry *g = params;
-  depthwise_job j = {g, in[0].data, in[1].data, n_in > 2 ? in[2].data : NULL,
+  depthwise_job j = {g, in[0].data, in[1].data, n_in > 2 ? in[2].data : NULL, out,
                      (float *)out->data, (long)g->n * g->out[0] * g->out[1], 1};
   if (j.rows_total == 0) return;
   long taps = (long)g->k[0] * g->k[1] * g->k[2];
@@ -268,5 +274,5 @@ int depthwise_loop_build(tr_ctx *t, mx_array x, mx_array rows, mx_array bias,
   shape[0] = g->n, shape[nd + 1] = g->c;
   for (int i = 0; i < nd; i++) shape[1 + i] = g->out[3 - nd + i];
   return mx_host_kernel(t->mx, y, "depthwise convolution", depthwise_loop, g, sizeof *g, ins,
-                        bias ? 3 : 2, shape, nd + 2, MX_FLOAT32, 0);
+                        bias ? 3 : 2, shape, nd + 2, MX_FLOAT32, MX_HOST_TAKES_EPILOGUE);
 }

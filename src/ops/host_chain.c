@@ -5,7 +5,9 @@
  * (blas/workers.c). Each step rounds as its ONNX node
  * does (no fused multiply-add: both builds give the same bits), so only the passes MLX would
  * make, and its single thread, are saved. The kernel is elementwise to the bridge, which runs it
- * beneath a shared transpose (a convolution's channels-first view) rather than copying.
+ * beneath a shared transpose (a convolution's channels-first view) rather than copying. The same
+ * loop serves as the epilogue of the kernel computing the chain's input (hc_fold), over each run
+ * of elements that kernel has just finished: no pass of its own.
  */
 #include "ops/host_chain.h"
 
@@ -98,11 +100,29 @@ static void chain_kernel(const mx_host_tensor *in, int n_in, const mx_host_tenso
   workers_run(chain_part, &j, j.parts);
 }
 
+/* The steps over a run of finished elements, in place, as another kernel's epilogue. */
+static void chain_epilogue(const void *params, float *run, long count) {
+  chain_elements(params, run, run, count);
+}
+
+static int chain_params(tr_ctx *t, mx_array x, const hc_step *steps, int n, hc_params *p) {
+  if (n < 1 || n > HC_MAX_STEPS)
+    return tr_fail(t, "an elementwise chain takes 1 to %d steps", HC_MAX_STEPS);
+  *p = (hc_params){n, {{0}}, (long)mx_size(x)};
+  memcpy(p->steps, steps, (size_t)n * sizeof *steps);
+  return MX_OK;
+}
+
 int hc_build(tr_ctx *t, mx_array x, const hc_step *steps, int n, mx_array *y) {
-  hc_params p = {n, {{0}}, (long)mx_size(x)};
-  if (n < 1 || n > HC_MAX_STEPS) return tr_fail(t, "an elementwise chain takes 1 to %d steps",
-                                                HC_MAX_STEPS);
-  memcpy(p.steps, steps, (size_t)n * sizeof *steps);
+  hc_params p;
+  TR_TRY(chain_params(t, x, steps, n, &p));
   return mx_host_kernel(t->mx, y, "elementwise chain", chain_kernel, &p, sizeof p, &x, 1,
                         mx_shape(x), mx_ndim(x), MX_FLOAT32, MX_HOST_ELEMENTWISE);
+}
+
+int hc_fold(tr_ctx *t, mx_array x, const hc_step *steps, int n, mx_array *y) {
+  hc_params p;
+  *y = NULL;
+  TR_TRY(chain_params(t, x, steps, n, &p));
+  return mx_fold_epilogue(t->mx, y, x, chain_epilogue, &p, sizeof p);
 }

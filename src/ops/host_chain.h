@@ -2,7 +2,8 @@
  * Chains of elementwise steps on one float32 value with one-element constants (a scale, a shift,
  * a clip, HardSwish spelled in four nodes...) as one host kernel on the CPU device
  * (host_chain.c): one pass over the elements, split over the cores, where MLX runs its fused
- * kernel on its one CPU thread. Exported vision models put such a chain after every convolution.
+ * kernel on its one CPU thread; or no pass at all, as the epilogue of the kernel computing the
+ * chain's input. Exported vision models put such a chain after every convolution.
  */
 #ifndef OPS_HOST_CHAIN_H
 #define OPS_HOST_CHAIN_H
@@ -24,5 +25,8 @@ enum { HC_MAX_STEPS = 24 };
 
 /* y = the steps applied to x in order, element by element, each rounded as its node would be. */
 int hc_build(tr_ctx *t, mx_array x, const hc_step *steps, int n, mx_array *y);
+/* The same y from the host kernel computing x, with the steps as its epilogue (mx_fold_epilogue:
+ * no pass of their own); *y is NULL when x's kernel takes none. Only where nothing else reads x. */
+int hc_fold(tr_ctx *t, mx_array x, const hc_step *steps, int n, mx_array *y);
 
 #endif

@@ -249,7 +249,8 @@ bool hp_chain_ending_at(tr_ctx *t, const ir_node *n, hp_chain *chain) {
     widest = rank > widest ? rank : widest;
     const ir_value *v = &t->g->values[in];
     const ir_node *p = v->producer != IR_NONE ? &t->g->nodes[v->producer] : NULL;
-    if (chain->n_steps == HC_MAX_STEPS || !p || v->is_graph_output || v->readers != shared ||
+    chain->input_private = !v->is_graph_output && v->readers == shared;
+    if (chain->n_steps == HC_MAX_STEPS || !p || !chain->input_private ||
         !step_at(t, p, &step, &in, &nodes, &shared, &rank))
       break;
   }

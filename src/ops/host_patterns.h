@@ -34,10 +34,12 @@ void hp_softmax_input_of(tr_ctx *t, const ir_node *softmax, hp_softmax_input *in
  * float32 value (host_chain.h), the first applied to `input`. Found when n is such a step (or
  * ends HardSwish's four-node spelling), the chain walks back through values only it reads, it
  * spans at least HP_CHAIN_MIN_NODES nodes, and n's output goes on to no further step (that step's
- * node builds the chain instead). */
+ * node builds the chain instead). input_private: nothing but the chain reads `input` and it is
+ * no graph output (the kernel computing it may then take the chain as its epilogue). */
 enum { HP_CHAIN_MIN_NODES = 3 };
 typedef struct hp_chain {
   int input, n_steps, n_nodes;
+  bool input_private;
   hc_step steps[HC_MAX_STEPS];
 } hp_chain;
 bool hp_chain_ending_at(tr_ctx *t, const ir_node *n, hp_chain *chain);

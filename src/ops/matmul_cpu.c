@@ -3,9 +3,11 @@
  * plan is built (a host kernel evaluated into a derived value), into the panels the plugin's
  * matrix product reads (blas/sgemm.c); each run is then one host kernel over A's rows and the
  * packed panels, with no packing and no copy of A. A following Add of a [N] bias folds into the
- * same kernel (mx_fold_into_product), which starts C from the bias rows. Packing per call was a
- * tenth of MiniLM's product time, and reading weights panel by panel, as they were packed,
- * streams them from memory better than the strided walk a per-call packing takes.
+ * same kernel (mx_fold_into_product), which starts C from the bias rows, and an elementwise chain
+ * reading only the product folds into it as its epilogue (mx_fold_epilogue): each thread passes
+ * over the rows it has just finished. Packing per call was a tenth of MiniLM's product time, and
+ * reading weights panel by panel, as they were packed, streams them from memory better than the
+ * strided walk a per-call packing takes.
  */
 #include "blas/sgemm.h"
 #include "blas/workers.h"
@@ -32,8 +34,10 @@ static void product_packed(const mx_host_tensor *in, int n_in, const mx_host_ten
   const mm_geometry *g = params;
   long m = 1;
   for (int i = 0; i + 1 < in[0].ndim; i++) m *= in[0].shape[i];
+  ep_sgemm_post post = {out->epilogue, out->epilogue_params};
   ep_sgemm_prepacked((int)m, g->n, g->k, in[0].data, g->k, in[1].data,
-                     n_in > 2 ? in[2].data : NULL, (float *)out->data, g->n);
+                     n_in > 2 ? in[2].data : NULL, out->epilogue ? &post : NULL,
+                     (float *)out->data, g->n);
 }
 
 int matmul_cpu_prepare(tr_ctx *t, mx_array w, mx_array *packed) {
@@ -67,7 +71,8 @@ int matmul_cpu_build(tr_ctx *t, mx_array a, mx_array w, mx_array packed, mx_arra
   shape[rank - 1] = g.n;
   mx_array ins[3] = {a, packed, bias};
   return mx_host_kernel(t->mx, y, "matmul (packed weight)", product_packed, &g, sizeof g, ins,
-                        bias ? 3 : 2, shape, rank, MX_FLOAT32, bias ? 0 : MX_HOST_TAKES_BIAS_ROW);
+                        bias ? 3 : 2, shape, rank, MX_FLOAT32,
+                        MX_HOST_TAKES_EPILOGUE | (bias ? 0 : MX_HOST_TAKES_BIAS_ROW));
 }
 
 /* --- batched products of computed operands ------------------------------------------------ */
