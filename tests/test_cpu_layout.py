@@ -144,3 +144,40 @@ def test_reduction_of_a_convolution_runs_beneath_its_view(op, attrs, axes):
                        initializers=inits)
     x = rng.standard_normal((2, 6, 5, 7)).astype(np.float32)
     check_against_cpu(model, {"x": x}, rtol=1e-5, atol=1e-5)
+
+
+# An elementwise operation on a convolution's channels-first view and an operand that
+# broadcasts against it (src/mlx/mx.cpp, struct Elementwise) runs on the channels-last array
+# beneath, the other operand taken through the inverse permutation: a squeeze-and-excitation
+# scale (itself a transposed view), a per-channel constant, constants broadcast along height or
+# width. Against ORT's CPU provider, every node on MLX; an operand permuted wrongly multiplies
+# other elements.
+BROADCAST_CASES = {
+    "squeeze-excite": None,
+    "per-channel": (1, 12, 1, 1),
+    "along-height": (1, 1, 5, 1),
+    "channel-and-width": (1, 12, 1, 7),
+}
+
+
+@pytest.mark.parametrize("case", list(BROADCAST_CASES))
+def test_broadcast_operand_after_a_convolution_runs_beneath_its_view(case):
+    from mlx_harness import check_against_cpu
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(rng.standard_normal((12, 6, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal((8, 12, 1, 1)).astype(np.float32), "w2")]
+    # the Relu keeps ORT from folding a constant Mul into the convolution's weights
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["h"])]
+    if case == "squeeze-excite":
+        nodes += [helper.make_node("GlobalAveragePool", ["h"], ["g"]),
+                  helper.make_node("Sigmoid", ["g"], ["s"])]
+    else:
+        inits.append(numpy_helper.from_array(
+            rng.standard_normal(BROADCAST_CASES[case]).astype(np.float32), "s"))
+    nodes += [helper.make_node("Mul", ["h", "s"], ["m"]),
+              helper.make_node("Conv", ["m", "w2"], ["y"])]
+    model = make_model(nodes, [("x", TP.FLOAT, [2, 6, 5, 7])], [("y", TP.FLOAT, None)],
+                       initializers=inits)
+    x = rng.standard_normal((2, 6, 5, 7)).astype(np.float32)
+    check_against_cpu(model, {"x": x}, rtol=1e-4, atol=1e-4)

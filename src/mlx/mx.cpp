@@ -151,7 +151,11 @@ constexpr int FUSE_BARRIER_AT = 8;
  * convolution copied back to channels-last. On the CPU device an elementwise operation whose
  * operands are the same transpose of same-shaped arrays (single values aside) therefore runs on
  * the arrays beneath and transposes its result instead: the same values, computed in memory
- * order, and still a view for whatever reads it next. */
+ * order, and still a view for whatever reads it next. So does one whose other operands
+ * broadcast against such a transpose (a squeeze-and-excitation scale [1, C, 1, 1], a
+ * per-channel constant), each taken through the inverse permutation, a view: MLX's loop for the
+ * broadcast is strided either way, but the result is channels-last, which the convolution after
+ * it would otherwise copy it into (PP-OCRv4 rec's squeeze-and-excitation blocks). */
 struct Elementwise {
   std::vector<mc::array> arrays; /* the operands, behind barriers where deep */
   std::vector<int> depths;
@@ -169,7 +173,9 @@ struct Elementwise {
       A(h); /* refuses a missing handle */
       hs.push_back(h);
     }
-    if (cpu && layout) sunk = shared_transpose(hs);
+    if (cpu && layout) sunk = shared_transpose(hs, true);
+    std::vector<int> inverse(sunk.size());
+    for (size_t i = 0; i < sunk.size(); i++) inverse[sunk[i]] = static_cast<int>(i);
     int deepest = 0;
     for (mx_array h : hs) deepest = std::max(deepest, depth(h));
     for (mx_array h : hs) {
@@ -177,7 +183,9 @@ struct Elementwise {
        * (a polynomial's variable) would otherwise force a cut at every step. The handle keeps
        * the cut (beneath its transpose when sunk), so later operations reuse it. */
       bool transposed = !sunk.empty() && h->a.size() != 1;
-      mc::array x = transposed ? h->a.inputs().at(0) : h->a;
+      mc::array x = !transposed                  ? h->a
+                    : transpose_of(h->a) == sunk ? h->a.inputs().at(0)
+                                                 : mc::transpose(h->a, inverse, device_of(ctx));
       if (cpu && deepest >= FUSE_BARRIER_AT && depth(h) >= FUSE_BARRIER_AT / 2) {
         x = mc::contiguous(x, false, device_of(ctx));
         h->a = transposed ? mc::transpose(x, sunk, device_of(ctx)) : x;
@@ -219,21 +227,33 @@ struct Elementwise {
 
   /* The permutation every operand that is not a single value is a transpose by, with the same
    * shape, when there is one and it is not the identity; else empty. Single values must not
-   * have more dimensions than the transposed operands (they would add leading axes). */
-  static std::vector<int> shared_transpose(const std::vector<mx_array> &hs) {
+   * have more dimensions than the transposed operands (they would add leading axes). With
+   * `broadcast`, operands may instead have the rank of the largest such transpose and broadcast
+   * against its shape (those not transposed by the permutation are taken through its inverse). */
+  static std::vector<int> shared_transpose(const std::vector<mx_array> &hs,
+                                           bool broadcast = false) {
     std::vector<int> perm;
     const mc::array *first = nullptr;
-    for (mx_array h : hs) {
+    for (mx_array h : hs) { /* the largest transposed operand fixes the permutation */
       const mc::array &a = h->a;
-      if (a.size() == 1) continue;
-      std::vector<int> p = transpose_of(a);
-      if (p.empty()) return {};
-      if (!first) first = &a, perm = p;
-      else if (p != perm || a.shape() != first->shape()) return {};
+      std::vector<int> p = a.size() == 1 ? std::vector<int>() : transpose_of(a);
+      if (!p.empty() && (!first || a.size() > first->size())) first = &a, perm = p;
     }
     if (!first) return {};
-    for (mx_array h : hs)
-      if (h->a.size() == 1 && h->a.ndim() > first->ndim()) return {};
+    for (mx_array h : hs) {
+      const mc::array &a = h->a;
+      if (a.size() == 1) {
+        if (a.ndim() > first->ndim()) return {};
+        continue;
+      }
+      if (!broadcast) {
+        if (transpose_of(a) != perm || a.shape() != first->shape()) return {};
+        continue;
+      }
+      if (a.ndim() != first->ndim()) return {};
+      for (size_t i = 0; i < a.ndim(); i++)
+        if (a.shape(i) != first->shape(i) && a.shape(i) != 1) return {};
+    }
     return perm;
   }
 
