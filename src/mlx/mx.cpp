@@ -344,6 +344,19 @@ class HostKernel : public mc::UnaryPrimitive {
   std::vector<char> epilogue_params_;
 };
 
+/* Whether `a` is row-contiguous whenever it is computed, so a host kernel needs no Contiguous
+ * operation (replayed and evaluated every Run) before it: an evaluated row-contiguous array (a
+ * plan's constant), another host kernel's result, or a reshape of either (MLX reshapes a
+ * row-contiguous array in place). PP-OCRv4 rec: 609 -> 431 MLX operations a Run with the
+ * transposes that cancel (mx_transpose). */
+bool known_contiguous(const mc::array &a, int depth = 0) {
+  if (a.is_available()) return a.flags().row_contiguous;
+  if (!a.has_primitive() || depth == 4) return false;
+  if (dynamic_cast<const HostKernel *>(&a.primitive())) return true;
+  return std::strcmp(a.primitive().name(), "Reshape") == 0 &&
+         known_contiguous(a.inputs().at(0), depth + 1);
+}
+
 }  // namespace
 
 #define MX_GUARD(ctx, out, ...)                                           \
@@ -662,8 +675,26 @@ int mx_reshape(mx_ctx *ctx, mx_array *out, mx_array a, const int *shape, int ndi
   MX_RESULT(mc::reshape(A(a), to_shape(shape, ndim), device_of(ctx)));
 }
 
+/* A transpose of a transpose is one transpose of the array beneath, or that array itself: a
+ * convolution's channels-first view taken back to channels-last by the next convolution then
+ * adds no operation to the graph, where MLX would replay and evaluate two views per Run. */
 int mx_transpose(mx_ctx *ctx, mx_array *out, mx_array a, const int *perm, int ndim) {
-  MX_RESULT(mc::transpose(A(a), to_vec(perm, ndim), device_of(ctx)));
+  MX_GUARD(ctx, out, {
+    const mc::array &x = A(a);
+    std::vector<int> p = to_vec(perm, ndim), inner = transpose_of(x);
+    if (inner.empty() || p.size() != inner.size())
+      return keep(ctx, out, mc::transpose(x, p, device_of(ctx)));
+    std::vector<int> both(p.size());
+    bool identity = true;
+    for (size_t i = 0; i < p.size(); i++) {
+      int axis = p[i] < 0 ? p[i] + ndim : p[i];
+      if (axis < 0 || axis >= ndim) return keep(ctx, out, mc::transpose(x, p, device_of(ctx)));
+      both[i] = inner[axis];
+      identity = identity && both[i] == static_cast<int>(i);
+    }
+    const mc::array &beneath = x.inputs().at(0);
+    return keep(ctx, out, identity ? beneath : mc::transpose(beneath, both, device_of(ctx)));
+  });
 }
 
 int mx_broadcast_to(mx_ctx *ctx, mx_array *out, mx_array a, const int *shape, int ndim) {
@@ -1095,7 +1126,9 @@ int mx_host_kernel(mx_ctx *ctx, mx_array *out, const char *name, mx_host_fn fn,
     for (int i = 0; i < n_inputs; i++) {
       mc::array a = A(inputs[i]);
       if (!sunk.empty() && a.size() != 1) a = a.inputs().at(0), out_shape = a.shape();
-      ins.push_back(flags & MX_HOST_STRIDED_INPUTS ? a : mc::contiguous(a, false, s));
+      ins.push_back(flags & MX_HOST_STRIDED_INPUTS || known_contiguous(a)
+                        ? a
+                        : mc::contiguous(a, false, s));
     }
     const char *p = static_cast<const char *>(params);
     auto prim = std::make_shared<HostKernel>(s, name, fn, std::vector<char>(p, p + params_size),
