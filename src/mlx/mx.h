@@ -276,16 +276,16 @@ int mx_kernel_call(mx_ctx *ctx, mx_kernel *kernel, const mx_array *inputs, size_
                    mx_array *results);
 
 /* --- host kernels (CPU device) ------------------------------------------------------------ */
+/* An elementwise pass a kernel may make over its float32 output as it finishes it, instead of a
+ * pass of its own: rewrites count floats in place, each from itself alone (so any split of the
+ * output into runs gives the same values). */
+typedef void (*mx_host_epilogue_fn)(const void *params, float *data, long count);
 /* A C function as one operation of an MLX graph on the CPU device, for loops MLX's CPU backend
  * runs slowly. The bridge makes every input row-contiguous, allocates the output (shape, dtype)
  * and calls fn on MLX's CPU stream once the inputs are computed, as MLX's own operations do; it
  * can take part in a compiled function keyed on shapes (not a shapeless one: the output shape is
  * fixed when the operation is built). fn must not fail: check what could fail when building.
  * params (params_size bytes) are copied and handed to fn. Fails unless ctx->device is the CPU. */
-/* An elementwise pass a kernel may make over its float32 output as it finishes it, instead of a
- * pass of its own: rewrites count floats in place, each from itself alone (so any split of the
- * output into runs gives the same values). */
-typedef void (*mx_host_epilogue_fn)(const void *params, float *data, long count);
 typedef struct mx_host_tensor {
   const void *data; /* for the output: where to write (cast away const) */
   mx_dtype dtype;
