@@ -788,12 +788,13 @@ int mx_reduce(mx_ctx *ctx, mx_array *out, mx_reduce_op op, mx_array a, const int
     std::vector<int> perm =
         ctx->device == MX_DEVICE_CPU && naxes > 0 ? transpose_of(x) : std::vector<int>();
     int rank = static_cast<int>(x.ndim());
-    std::vector<int> beneath;
-    for (int v : perm.empty() ? std::vector<int>() : ax) {
-      if (v < -rank || v >= rank) break;
-      beneath.push_back(perm[v < 0 ? v + rank : v]);
+    std::vector<int> beneath; /* the axes of the array beneath; empty when not sunk */
+    for (size_t i = 0; i < ax.size() && !perm.empty(); i++) {
+      int v = ax[i] < 0 ? ax[i] + rank : ax[i];
+      if (v < 0 || v >= rank) break; /* left for MLX to refuse */
+      beneath.push_back(perm[v]);
     }
-    if (perm.empty() || beneath.size() != ax.size())
+    if (beneath.empty() || beneath.size() != ax.size())
       return keep(ctx, out, reduction(op, x, ax, keepdims, s));
     mc::array y = mc::transpose(reduction(op, x.inputs().at(0), beneath, true, s), perm, s);
     return keep(ctx, out, keepdims ? y : mc::squeeze(y, ax, s));

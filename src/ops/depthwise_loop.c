@@ -186,8 +186,9 @@ HOST_INLINE void slide_span(const int K, const int OW, const float *x, const flo
  * interior_block; the rest, and every other geometry, take position_sum. */
 HOST_CLONES
 static void depthwise_rows(const depthwise_geometry *g, const float *x, const float *rows,
-                           const float *bias, const mx_host_tensor *out_view, float *y, long first,
+                           const float *bias, const mx_host_tensor *out_view, long first,
                            long last) {
+  float *y = (float *)out_view->data;
   const int c = g->c;
   const long in_plane = (long)g->in[1] * g->in[2], out_plane = (long)g->out[1] * g->out[2];
   /* outputs [w_lo, w_hi) read no padding along w */
@@ -241,7 +242,6 @@ typedef struct depthwise_job {
   const depthwise_geometry *g;
   const float *x, *rows, *bias;
   const mx_host_tensor *out;
-  float *y;
   long rows_total;
   int parts;
 } depthwise_job;
@@ -250,7 +250,7 @@ static void depthwise_part(void *arg, int part) {
   const depthwise_job *j = arg;
   long first, last;
   workers_range(j->rows_total, j->parts, part, &first, &last);
-  if (first < last) depthwise_rows(j->g, j->x, j->rows, j->bias, j->out, j->y, first, last);
+  if (first < last) depthwise_rows(j->g, j->x, j->rows, j->bias, j->out, first, last);
 }
 
 /* Output rows are split over the cores (blas/workers.c) once there is enough work. */
@@ -258,7 +258,7 @@ static void depthwise_loop(const mx_host_tensor *in, int n_in, const mx_host_ten
                            const void *params) {
   const depthwise_geometry *g = params;
   depthwise_job j = {g, in[0].data, in[1].data, n_in > 2 ? in[2].data : NULL, out,
-                     (float *)out->data, (long)g->n * g->out[0] * g->out[1], 1};
+                     (long)g->n * g->out[0] * g->out[1], 1};
   if (j.rows_total == 0) return;
   long taps = (long)g->k[0] * g->k[1] * g->k[2];
   double work = (double)j.rows_total * g->out[2] * taps * g->c;

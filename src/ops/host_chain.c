@@ -27,10 +27,7 @@ typedef struct hc_params {
 /* One step on the LANES vectors of v (held in registers): the step is decoded once for all of
  * them. max, min, clip and relu keep a NaN element (the comparison is false). */
 enum { LANES = 8 };
-#define EACH(expr)                                                  \
-  do {                                                              \
-    _Pragma("GCC unroll 8") for (int l = 0; l < LANES; l++) expr;   \
-  } while (0)
+#define EACH(stmt) FOR_LANES(LANES, stmt)
 HOST_INLINE void step_block(const hc_step *s, f32x8 *v) {
   f32x8 a = splat8(s->a), b = splat8(s->b), zero = splat8(0.0f), three = splat8(3.0f),
         six = splat8(6.0f), t;

@@ -44,7 +44,6 @@ static fm_constants constants(void) {
  * 5.2 -> 2.9 ns a float, softmax over rows of 128 2.5 -> 2.0; 2 lanes: 3.8 and 2.3, 8: no
  * better than 4). Each lane computes exactly what it would alone: the same bits. */
 enum { LANES_MAX = 4 };
-#define EACH_LANE(n, stmt) _Pragma("GCC unroll 4") for (int l = 0; l < (n); l++) stmt
 
 /* e^x, fastmath.c's reduction and polynomial (the same constants, multiply-adds fused where the
  * build allows), with two shortcuts its composed graph cannot take: 2^n goes straight into the
@@ -56,22 +55,22 @@ HOST_INLINE void exp8n(f32x8 *x, const int n, const fm_constants *c) {
   const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer in the low bits */
   i32x8 underflow[LANES_MAX];
   f32x8 t[LANES_MAX], k[LANES_MAX], r[LANES_MAX], p[LANES_MAX], y[LANES_MAX];
-  EACH_LANE(n, underflow[l] = x[l] < -87.3f);
-  EACH_LANE(n, x[l] = select8(underflow[l], splat8(-87.3f), x[l]));
-  EACH_LANE(n, x[l] = select8(x[l] > 88.7f, splat8(88.7f), x[l]));
-  EACH_LANE(n, t[l] = x[l] * c->log2e + magic);
-  EACH_LANE(n, k[l] = t[l] - magic);
-  EACH_LANE(n, r[l] = x[l] + (k[l] * -c->ln2_hi + 0.0f));
-  EACH_LANE(n, r[l] = r[l] + (k[l] * -c->ln2_lo + 0.0f));
-  EACH_LANE(n, p[l] = splat8(c->exp_poly[0]));
-  for (int i = 1; i < FM_EXP_TERMS; i++) EACH_LANE(n, p[l] = p[l] * r[l] + c->exp_poly[i]);
-  EACH_LANE(n, y[l] = r[l] * r[l]);
-  EACH_LANE(n, y[l] = y[l] * p[l]);
-  EACH_LANE(n, y[l] = y[l] + r[l]);
-  EACH_LANE(n, y[l] = y[l] + 1.0f);
+  FOR_LANES(n, underflow[l] = x[l] < -87.3f);
+  FOR_LANES(n, x[l] = select8(underflow[l], splat8(-87.3f), x[l]));
+  FOR_LANES(n, x[l] = select8(x[l] > 88.7f, splat8(88.7f), x[l]));
+  FOR_LANES(n, t[l] = x[l] * c->log2e + magic);
+  FOR_LANES(n, k[l] = t[l] - magic);
+  FOR_LANES(n, r[l] = x[l] + (k[l] * -c->ln2_hi + 0.0f));
+  FOR_LANES(n, r[l] = r[l] + (k[l] * -c->ln2_lo + 0.0f));
+  FOR_LANES(n, p[l] = splat8(c->exp_poly[0]));
+  for (int i = 1; i < FM_EXP_TERMS; i++) FOR_LANES(n, p[l] = p[l] * r[l] + c->exp_poly[i]);
+  FOR_LANES(n, y[l] = r[l] * r[l]);
+  FOR_LANES(n, y[l] = y[l] * p[l]);
+  FOR_LANES(n, y[l] = y[l] + r[l]);
+  FOR_LANES(n, y[l] = y[l] + 1.0f);
   /* t's low bits hold k, two's complement */
-  EACH_LANE(n, y[l] = (f32x8)(((i32x8)y[l] + ((i32x8)t[l] << 23)) & ~underflow[l]));
-  EACH_LANE(n, x[l] = select8(x[l] != x[l], x[l], y[l]));
+  FOR_LANES(n, y[l] = (f32x8)(((i32x8)y[l] + ((i32x8)t[l] << 23)) & ~underflow[l]));
+  FOR_LANES(n, x[l] = select8(x[l] != x[l], x[l], y[l]));
 }
 
 /* erf(x): x * P(x^2) below |x| = 1; above, 1 - e^Q(|x| - 1) with the sign of x, |x| taken as 4
@@ -87,20 +86,20 @@ static const float ERF_LARGE[7] = {-1.849605560e+00f, -2.638967037e+00f, -8.4311
 HOST_INLINE void erf8n(f32x8 *x, const int n, const fm_constants *c) {
   const i32x8 sign = (i32x8)splat8(-0.0f);
   f32x8 z[LANES_MAX], small[LANES_MAX], a[LANES_MAX], q[LANES_MAX];
-  EACH_LANE(n, z[l] = x[l] * x[l]);
-  EACH_LANE(n, small[l] = splat8(ERF_SMALL[5]));
-  for (int i = 4; i >= 0; i--) EACH_LANE(n, small[l] = small[l] * z[l] + ERF_SMALL[i]);
-  EACH_LANE(n, small[l] = small[l] * x[l]);
-  EACH_LANE(n, a[l] = (f32x8)((i32x8)x[l] & ~sign));
-  EACH_LANE(n, q[l] = select8(a[l] > 4.0f, splat8(4.0f), a[l]) - 1.0f);
+  FOR_LANES(n, z[l] = x[l] * x[l]);
+  FOR_LANES(n, small[l] = splat8(ERF_SMALL[5]));
+  for (int i = 4; i >= 0; i--) FOR_LANES(n, small[l] = small[l] * z[l] + ERF_SMALL[i]);
+  FOR_LANES(n, small[l] = small[l] * x[l]);
+  FOR_LANES(n, a[l] = (f32x8)((i32x8)x[l] & ~sign));
+  FOR_LANES(n, q[l] = select8(a[l] > 4.0f, splat8(4.0f), a[l]) - 1.0f);
   f32x8 u[LANES_MAX];
-  EACH_LANE(n, u[l] = q[l]);
-  EACH_LANE(n, q[l] = splat8(ERF_LARGE[6]));
-  for (int i = 5; i >= 0; i--) EACH_LANE(n, q[l] = q[l] * u[l] + ERF_LARGE[i]);
+  FOR_LANES(n, u[l] = q[l]);
+  FOR_LANES(n, q[l] = splat8(ERF_LARGE[6]));
+  for (int i = 5; i >= 0; i--) FOR_LANES(n, q[l] = q[l] * u[l] + ERF_LARGE[i]);
   exp8n(q, n, c);
-  EACH_LANE(n, q[l] = 1.0f - q[l]);
-  EACH_LANE(n, q[l] = (f32x8)((i32x8)q[l] | ((i32x8)x[l] & sign)));
-  EACH_LANE(n, x[l] = select8(a[l] < 1.0f, small[l], q[l]));
+  FOR_LANES(n, q[l] = 1.0f - q[l]);
+  FOR_LANES(n, q[l] = (f32x8)((i32x8)q[l] | ((i32x8)x[l] & sign)));
+  FOR_LANES(n, x[l] = select8(a[l] < 1.0f, small[l], q[l]));
 }
 
 /* The first n (< 8) floats at p, the other lanes fill. */
@@ -182,9 +181,9 @@ static void softmax_rows(const hm_params *p, const float *x, const float *mask, 
     f32x8 s8 = splat8(0.0f), e[LANES_MAX];
     long i = 0;
     for (; i + 8 * LANES_MAX <= full; i += 8 * LANES_MAX) {
-      EACH_LANE(LANES_MAX, (LOAD8(e[l], y + i + 8 * l), e[l] = e[l] - top));
+      FOR_LANES(LANES_MAX, (LOAD8(e[l], y + i + 8 * l), e[l] = e[l] - top));
       exp8n(e, LANES_MAX, &c);
-      EACH_LANE(LANES_MAX, (STORE8(y + i + 8 * l, e[l]), s8 = s8 + e[l]));
+      FOR_LANES(LANES_MAX, (STORE8(y + i + 8 * l, e[l]), s8 = s8 + e[l]));
     }
     for (; i < full; i += 8) {
       LOAD8(e[0], y + i);
@@ -241,10 +240,10 @@ static void erf_elements(const float *x, float *y, long n, bool gelu) {
   f32x8 v[LANES_MAX], e[LANES_MAX];
   long i = 0;
   for (; i + 8 * LANES_MAX <= n; i += 8 * LANES_MAX) {
-    EACH_LANE(LANES_MAX, (LOAD8(v[l], x + i + 8 * l), e[l] = gelu ? v[l] * (float)M_SQRT1_2 : v[l]));
+    FOR_LANES(LANES_MAX, (LOAD8(v[l], x + i + 8 * l), e[l] = gelu ? v[l] * (float)M_SQRT1_2 : v[l]));
     erf8n(e, LANES_MAX, &c);
-    if (gelu) EACH_LANE(LANES_MAX, e[l] = v[l] * (e[l] + 1.0f) * 0.5f);
-    EACH_LANE(LANES_MAX, STORE8(y + i + 8 * l, e[l]));
+    if (gelu) FOR_LANES(LANES_MAX, e[l] = v[l] * (e[l] + 1.0f) * 0.5f);
+    FOR_LANES(LANES_MAX, STORE8(y + i + 8 * l, e[l]));
   }
   for (; i < n; i += 8) {
     int count = n - i < 8 ? (int)(n - i) : 8;

@@ -35,6 +35,10 @@ typedef int i32x8 __attribute__((vector_size(32)));
 #define HOST_INLINE static inline __attribute__((always_inline))
 #pragma GCC diagnostic ignored "-Wpsabi"
 
+/* stmt for l = 0 .. n - 1, unrolled (n a constant at the call, at most 8): the host loops keep
+ * several vectors in flight, each step over all of them before the next. */
+#define FOR_LANES(n, stmt) _Pragma("GCC unroll 8") for (int l = 0; l < (n); l++) stmt
+
 /* v in every lane */
 HOST_INLINE f32x8 splat8(float v) { return (f32x8){v, v, v, v, v, v, v, v}; }
 
