@@ -36,8 +36,11 @@ def _bytes(model):
     return model if isinstance(model, (bytes, str)) else model.SerializeToString()
 
 
-def cpu_session(model):
-    return ort.InferenceSession(_bytes(model), providers=["CPUExecutionProvider"])
+def cpu_session(model, optimize=True):
+    so = ort.SessionOptions()
+    if not optimize:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(_bytes(model), so, providers=["CPUExecutionProvider"])
 
 
 # Tests of CPU-device behaviour (float64, the CPU convolution forms) carry
@@ -46,9 +49,12 @@ def cpu_session(model):
 PINNED_OPTIONS = {}
 
 
-def mlx_session(model, allow_cpu=False, provider_options=None):
+def mlx_session(model, allow_cpu=False, provider_options=None, optimize=True):
+    """optimize=False: ORT's own graph optimisations off, so the EP sees the nodes as written."""
     options = {**PINNED_OPTIONS, **(provider_options or {})}
     so = mlx.session_options(options or None)
+    if not optimize:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
     if not allow_cpu:
         so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
@@ -64,13 +70,14 @@ def assignment(session):
     return placed
 
 
-def run_with_paths(model, feeds, capfd):
+def run_with_paths(model, feeds, capfd, optimize=True):
     """Runs `model` on ORT's CPU provider and on the MLX EP (verbose, no CPU fallback); returns
-    (MLX outputs, CPU outputs, the EP's verbose log, which names each node's noted path)."""
+    (MLX outputs, CPU outputs, the EP's verbose log, which names each node's noted path).
+    optimize=False: both sessions see the nodes as written (ORT's graph optimisations off)."""
     import gc
-    ref = cpu_session(model).run(None, feeds)
+    ref = cpu_session(model, optimize).run(None, feeds)
     capfd.readouterr()
-    s = mlx_session(model, allow_cpu=False, provider_options={"verbose": "1"})
+    s = mlx_session(model, allow_cpu=False, provider_options={"verbose": "1"}, optimize=optimize)
     got = s.run(None, feeds)
     del s
     gc.collect()  # the summary is printed when the session is released

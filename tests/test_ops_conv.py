@@ -227,6 +227,7 @@ DEPTHWISE = "depthwise loop"
 SPLIT = "group by group"
 POINTWISE = "pointwise matmul"
 TAPS = "taps gemm"
+IM2COL = "im2col product"
 UNFOLD = "non-overlapping transpose matmul (CPU)"
 CPU_FORM_CASES = [
     ("Conv", DEPTHWISE, "dw-1d", (2, 5, 13), (5, 1, 3), dict(group=5, pads=[1, 2])),
@@ -274,6 +275,18 @@ CPU_FORM_CASES = [
     ("Conv", TAPS, "taps-3d", (1, 8, 16, 16, 16), (3, 8, 2, 3, 2),
      dict(pads=[1, 0, 1, 0, 1, 1])),
     ("Conv", TAPS, "taps-exact-fit", (1, 40000, 3, 3), (2, 40000, 3, 3), dict()),
+    # other ungrouped convolutions with a constant weight: an im2col copy (read from the
+    # channels-first input's view, zeros for the padding) and one product over the packed weight
+    ("Conv", IM2COL, "im2col-stem-stride2", (1, 3, 20, 32), (8, 3, 3, 3),
+     dict(strides=[2, 2], pads=[1, 1, 1, 1])),
+    ("Conv", IM2COL, "im2col-1x3-small", (1, 48, 1, 10), (6, 48, 1, 3), dict(pads=[0, 1, 0, 1])),
+    ("Conv", IM2COL, "im2col-dil-stride-asym", (2, 5, 9, 11), (4, 5, 3, 2),
+     dict(dilations=[2, 1], strides=[1, 2], pads=[2, 0, 1, 1])),
+    ("Conv", IM2COL, "im2col-1d", (2, 6, 17), (5, 6, 4), dict(strides=[3], pads=[1, 2])),
+    ("Conv", IM2COL, "im2col-3d", (1, 3, 5, 6, 7), (4, 3, 2, 3, 2),
+     dict(strides=[2, 1, 2], pads=[1, 0, 0, 1, 1, 1])),
+    ("Conv", IM2COL, "im2col-threads", (2, 16, 64, 48), (12, 16, 3, 3),
+     dict(strides=[2, 2], pads=[1, 1, 1, 1])),
     ("Conv", SPLIT, "group2-2d", (2, 6, 7, 8), (4, 3, 3, 3), dict(group=2, pads=[1, 1, 1, 1])),
     ("Conv", SPLIT, "group3-2d-stride-dil", (1, 6, 11, 9), (9, 2, 3, 2),
      dict(group=3, strides=[2, 1], dilations=[1, 2])),
@@ -317,7 +330,8 @@ def test_cpu_recast_forms(op, path, name, xs, ws, attrs, bias, weights, capfd):
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-4, atol=1e-5)
     if path == POINTWISE and weights == "initializers":  # packed once for the plugin's product
         path += " on packed weight"
-    if path.startswith((DEPTHWISE, POINTWISE, TAPS)):  # these take a float32 bias in (loop; addmm)
+    # these take a float32 bias in (the loop; addmm; the product)
+    if path.startswith((DEPTHWISE, POINTWISE, TAPS, IM2COL)):
         path += " with bias (CPU)" if bias else " (CPU)"
     assert f"node 'n' ({op}): {path}" in err
 
@@ -357,21 +371,26 @@ def test_prepared_weights_match_per_run_weights(op, path, name, xs, ws, attrs):
 
 
 @pytest.mark.cpu_device
-@pytest.mark.parametrize("kernel,depthwise,path",
-                         [((3, 3), True, "depthwise loop with bias (CPU)"),
-                          ((1, 1), False, "pointwise matmul on packed weight with bias (CPU)"),
-                          ((3, 3), False, "taps gemm with bias (CPU)")],
-                         ids=["depthwise", "pointwise", "taps"])
-def test_cpu_forms_follow_changing_shapes(kernel, depthwise, path, capfd):
-    """The depthwise host loop, the pointwise addmm and the per-tap products fix their geometry
-    when the graph is traced, so a session fed other sizes must trace again (Conv compiles keyed on shapes), not
-    replay the first geometry: sizes alternate, each checked against ORT's CPU provider."""
+@pytest.mark.parametrize("kernel,depthwise,strides,path",
+                         [((3, 3), True, [1, 1], "depthwise loop with bias (CPU)"),
+                          ((1, 1), False, [1, 1],
+                           "pointwise matmul on packed weight with bias (CPU)"),
+                          ((3, 3), False, [1, 1], "taps gemm with bias (CPU)"),
+                          ((3, 3), False, [2, 2],
+                           "im2col product with bias (CPU)")],
+                         ids=["depthwise", "pointwise", "taps", "im2col"])
+def test_cpu_forms_follow_changing_shapes(kernel, depthwise, strides, path, capfd):
+    """The depthwise host loop, the pointwise addmm, the per-tap products and the im2col copy fix
+    their geometry when the graph is traced, so a session fed other sizes must trace again (Conv
+    compiles keyed on shapes), not replay the first geometry: sizes alternate, each checked
+    against ORT's CPU provider."""
     c = 32  # large enough for per-tap products (about a MiB of im2col columns)
     group = c if depthwise else 1
     ws = (c, c // group) + kernel
     consts = {"w": harness.rand(ws, low=-1, high=1, seed=3), "b": harness.rand((c,), seed=4)}
     pads = [1, 1, 1, 1] if kernel == (3, 3) else [0, 0, 0, 0]
-    conv = helper.make_node("Conv", ["x", "w", "b"], ["h"], name="n", group=group, pads=pads)
+    conv = helper.make_node("Conv", ["x", "w", "b"], ["h"], name="n", group=group, pads=pads,
+                            strides=strides)
     relu = helper.make_node("Relu", ["h"], ["y"], name="relu")  # two nodes: a compiled group
     model = harness.make_model([conv, relu], [("x", TensorProto.FLOAT, (None, c, None, None))],
                                [("y", TensorProto.FLOAT, None)],
@@ -409,17 +428,34 @@ def test_cpu_forms_take_an_empty_batch(group):
 
 
 @pytest.mark.cpu_device
-def test_small_stride1_convolution_keeps_mlx_convolution(capfd):
-    """Below about a MiB of im2col columns one product per tap costs more than MLX's own
-    convolution (silero-vad's short sequences: 1.50 against 1.40 ms per Run)."""
+@pytest.mark.parametrize("dilation", [1, 2])
+def test_im2col_reads_a_convolutions_channels_last_result(dilation, capfd):
+    """A convolution fed by another reads that one's channels-last result in place: whole runs
+    of taps copied at once along w (undilated), or tap by tap (dilated), against ORT's CPU
+    provider; both nodes take the im2col product."""
+    w1 = harness.rand((8, 5, 3, 3), low=-1, high=1, seed=1)
+    w2 = harness.rand((6, 8, 3, 3), low=-1, high=1, seed=2)
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["h"], name="first", strides=[2, 2],
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["h", "w2"], ["y"], name="second", pads=[2, 1, 0, 2],
+                              dilations=[dilation, dilation])]
+    model = harness.make_model(nodes, [("x", TensorProto.FLOAT, (2, 5, 17, 23))],
+                               [("y", TensorProto.FLOAT, None)],
+                               initializers=[("w1", w1), ("w2", w2)])
+    x = {"x": harness.rand((2, 5, 17, 23), low=-1, high=1, seed=3)}
+    got, ref, err = harness.run_with_paths(model, x, capfd)
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-4, atol=1e-5)
+    for name in ("first", "second"):
+        assert f"node '{name}' (Conv): im2col product (CPU)" in err, err[-2000:]
+
+
+@pytest.mark.cpu_device
+def test_small_stride1_convolution_takes_im2col_not_taps(capfd):
+    """Below about a MiB of im2col columns one product per tap costs more than one product over
+    im2col columns (silero-vad's short sequences: per-tap products 1.50 against MLX's own
+    convolution's 1.40 ms per Run), so a small stride-1 convolution takes the im2col product."""
     model = conv_model("Conv", oc.elem(F32), (1, 8, 6, 6), (4, 8, 3, 3), dict(pads=[1] * 4))
     f = feeds("Conv", (1, 8, 6, 6), (4, 8, 3, 3), dict(pads=[1] * 4), False)
-    ref = harness.cpu_session(model).run(None, f)
-    capfd.readouterr()
-    s = harness.mlx_session(model, provider_options={"verbose": "1"})
-    np.testing.assert_allclose(s.run(None, f)[0], ref[0], rtol=1e-4, atol=1e-5)
-    del s
-    import gc
-    gc.collect()
-    err = capfd.readouterr().err
-    assert "session summary" in err and "taps gemm" not in err, err[-2000:]
+    got, ref, err = harness.run_with_paths(model, f, capfd)
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-4, atol=1e-5)
+    assert "node 'n' (Conv): im2col product (CPU)" in err and "taps gemm" not in err, err[-2000:]

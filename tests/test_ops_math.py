@@ -160,7 +160,9 @@ def test_gemm_then_matmul_chain():
 
 # --- compiled groups --------------------------------------------------------------------------
 def test_compiled_shapeless_matmul_gemm(capfd):
-    """MatMul (batch and 1-D operands) and Gemm in one compiled function, two batch sizes."""
+    """MatMul (batch and 1-D operands) and Gemm in one compiled function, two batch sizes. The
+    2-D weight is fed: a constant one would be packed for the CPU device's host kernel, which
+    compiles keyed on shapes (tests/test_host_math.py)."""
     w = harness.rand((8, 6), seed=1)
     v = harness.rand((6,), seed=2)
     b = harness.rand((6, 5), seed=3)
@@ -169,9 +171,10 @@ def test_compiled_shapeless_matmul_gemm(capfd):
              helper.make_node("MatMul", ["h", "v"], ["s"], name="mv"),
              helper.make_node("Gemm", ["h", "b", "c"], ["y"], name="gemm", alpha=0.5, beta=2.0),
              helper.make_node("Gemm", ["b", "h"], ["z"], name="gemm_t", transA=1, transB=1)]
-    m = harness.make_model(nodes, [("x", TensorProto.FLOAT, ("N", 8))],
+    m = harness.make_model(nodes, [("x", TensorProto.FLOAT, ("N", 8)), ("w", TensorProto.FLOAT, (8, 6))],
                            [("y", TensorProto.FLOAT, ("N", 5)), ("s", TensorProto.FLOAT, ("N",)),
                             ("z", TensorProto.FLOAT, (5, "N"))],
-                           initializers=[("w", w), ("v", v), ("b", b), ("c", c)], opset=13)
-    oc.check_compiled(m, [{"x": harness.rand((3, 8), seed=5)}, {"x": harness.rand((7, 8), seed=6)}],
+                           initializers=[("v", v), ("b", b), ("c", c)], opset=13)
+    oc.check_compiled(m, [{"x": harness.rand((3, 8), seed=5), "w": w},
+                          {"x": harness.rand((7, 8), seed=6), "w": w}],
                       capfd, rtol=1e-4, atol=1e-5)

@@ -287,25 +287,58 @@ struct Elementwise {
 /* A host kernel (mx_host_kernel) as an MLX primitive: on evaluation it allocates the output and
  * queues the C function on the CPU stream, holding the inputs until it has run. The output shape
  * is the one given at construction, so output_shapes (asked only by shapeless compile) refuses. */
+/* dst (row-major, same shape and dtype) = src as it lies: rows along the last axis, copied
+ * whole when they are contiguous, element by element otherwise (any strides, negative and zero
+ * included). For a host kernel's strided inputs (HostKernel::eval_cpu). */
+void copy_row_major(const mc::array &src, mc::array &dst) {
+  if (src.size() == 0) return;
+  const size_t item = src.itemsize();
+  const int nd = static_cast<int>(src.ndim());
+  const char *from = src.data<char>();
+  char *to = dst.data<char>();
+  if (nd == 0) {
+    std::memcpy(to, from, item);
+    return;
+  }
+  const int64_t inner = src.shape(nd - 1), step = src.strides()[nd - 1];
+  std::vector<int> index(static_cast<size_t>(nd), 0);
+  for (size_t row = 0, rows = src.size() / static_cast<size_t>(inner); row < rows; row++) {
+    int64_t at = 0;
+    for (int i = 0; i + 1 < nd; i++) at += index[i] * src.strides()[i];
+    const char *p = from + at * static_cast<int64_t>(item);
+    if (step == 1) {
+      std::memcpy(to, p, static_cast<size_t>(inner) * item);
+    } else {
+      for (int64_t j = 0; j < inner; j++)
+        std::memcpy(to + j * static_cast<int64_t>(item), p + j * step * static_cast<int64_t>(item),
+                    item);
+    }
+    to += static_cast<size_t>(inner) * item;
+    for (int i = nd - 2; i >= 0 && ++index[i] == src.shape(i); i--) index[i] = 0;
+  }
+}
+
 class HostKernel : public mc::UnaryPrimitive {
  public:
   HostKernel(mc::Stream s, std::string name, mx_host_fn fn, std::vector<char> params,
              unsigned flags, mx_host_epilogue_fn epilogue = nullptr,
              std::vector<char> epilogue_params = {})
-      : mc::UnaryPrimitive(s), name_(std::move(name)), fn_(fn), params_(std::move(params)),
-        flags_(flags), epilogue_(epilogue), epilogue_params_(std::move(epilogue_params)) {}
+      : mc::UnaryPrimitive(s), name_(std::move(name)), fn_(fn),
+        params_(std::make_shared<const std::vector<char>>(std::move(params))), flags_(flags),
+        epilogue_(epilogue),
+        epilogue_params_(std::make_shared<const std::vector<char>>(std::move(epilogue_params))) {}
 
   /* The same kernel with one more input (it takes no further one). */
   std::shared_ptr<HostKernel> with_extra_input() {
-    return std::make_shared<HostKernel>(stream(), name_, fn_, params_,
+    return std::make_shared<HostKernel>(stream(), name_, fn_, *params_,
                                         flags_ & ~unsigned(MX_HOST_TAKES_BIAS_ROW), epilogue_,
-                                        epilogue_params_);
+                                        *epilogue_params_);
   }
   /* The same kernel applying `epilogue` to its output (no bias row after it, no second one). */
   std::shared_ptr<HostKernel> with_epilogue(mx_host_epilogue_fn epilogue,
                                             std::vector<char> params) {
     return std::make_shared<HostKernel>(
-        stream(), name_, fn_, params_,
+        stream(), name_, fn_, *params_,
         flags_ & ~unsigned(MX_HOST_TAKES_BIAS_ROW | MX_HOST_TAKES_EPILOGUE), epilogue,
         std::move(params));
   }
@@ -313,18 +346,40 @@ class HostKernel : public mc::UnaryPrimitive {
 
   void eval_cpu(const std::vector<mc::array> &inputs, mc::array &out) override {
     out.set_data(mc::allocator::malloc(out.nbytes()));
+    /* An input MLX left strided (a transposed or broadcast view) is copied row-major inside
+     * the task, unless the kernel reads views. A Contiguous operation in the graph instead
+     * would be replayed and dispatched on every Run for inputs that are almost always
+     * contiguous already (PP-OCRv4 rec: 92 of its 431 operations a Run). Layouts are known
+     * here, before the task runs: MLX fixes them when it allocates. */
+    std::vector<mc::array> dense;
+    std::vector<int> dense_of;
+    for (size_t i = 0; i < inputs.size(); i++) {
+      if (flags_ & MX_HOST_STRIDED_INPUTS || inputs[i].flags().row_contiguous) continue;
+      mc::array d(inputs[i].shape(), inputs[i].dtype(), nullptr, {});
+      d.set_data(mc::allocator::malloc(d.nbytes()));
+      dense.push_back(std::move(d));
+      dense_of.push_back(static_cast<int>(i));
+    }
     auto &encoder = mc::cpu::get_command_encoder(stream());
-    encoder.dispatch([ins = inputs, out, fn = fn_, params = params_, epilogue = epilogue_,
-                      epilogue_params = epilogue_params_]() {
+    encoder.dispatch([ins = inputs, dense = std::move(dense), dense_of = std::move(dense_of), out,
+                      fn = fn_, params = params_, epilogue = epilogue_,
+                      epilogue_params = epilogue_params_]() mutable {
+      std::vector<const mc::array *> use;
+      use.reserve(ins.size());
+      for (const auto &a : ins) use.push_back(&a);
+      for (size_t k = 0; k < dense.size(); k++) {
+        copy_row_major(ins[dense_of[k]], dense[k]);
+        use[dense_of[k]] = &dense[k];
+      }
       std::vector<mx_host_tensor> views;
-      views.reserve(ins.size());
-      for (const auto &a : ins)
-        views.push_back({a.data<void>(), from_mlx(a.dtype()), static_cast<int>(a.ndim()),
-                         a.shape().data(), a.strides().data(), nullptr, nullptr});
+      views.reserve(use.size());
+      for (const mc::array *a : use)
+        views.push_back({a->data<void>(), from_mlx(a->dtype()), static_cast<int>(a->ndim()),
+                         a->shape().data(), a->strides().data(), nullptr, nullptr});
       mx_host_tensor o = {out.data<void>(), from_mlx(out.dtype()), static_cast<int>(out.ndim()),
                           out.shape().data(), out.strides().data(), epilogue,
-                          epilogue ? epilogue_params.data() : nullptr};
-      fn(views.data(), static_cast<int>(views.size()), &o, params.data());
+                          epilogue ? epilogue_params->data() : nullptr};
+      fn(views.data(), static_cast<int>(views.size()), &o, params->data());
     });
   }
   void eval_gpu(const std::vector<mc::array> &, mc::array &) override {
@@ -338,24 +393,12 @@ class HostKernel : public mc::UnaryPrimitive {
  private:
   std::string name_;
   mx_host_fn fn_;
-  std::vector<char> params_;
+  /* shared with the tasks in flight: MLX may release the primitive before they run */
+  std::shared_ptr<const std::vector<char>> params_;
   unsigned flags_;
   mx_host_epilogue_fn epilogue_;
-  std::vector<char> epilogue_params_;
+  std::shared_ptr<const std::vector<char>> epilogue_params_;
 };
-
-/* Whether `a` is row-contiguous whenever it is computed, so a host kernel needs no Contiguous
- * operation (replayed and evaluated every Run) before it: an evaluated row-contiguous array (a
- * plan's constant), another host kernel's result, or a reshape of either (MLX reshapes a
- * row-contiguous array in place). PP-OCRv4 rec: 609 -> 431 MLX operations a Run with the
- * transposes that cancel (mx_transpose). */
-bool known_contiguous(const mc::array &a, int depth = 0) {
-  if (a.is_available()) return a.flags().row_contiguous;
-  if (!a.has_primitive() || depth == 4) return false;
-  if (dynamic_cast<const HostKernel *>(&a.primitive())) return true;
-  return std::strcmp(a.primitive().name(), "Reshape") == 0 &&
-         known_contiguous(a.inputs().at(0), depth + 1);
-}
 
 }  // namespace
 
@@ -385,6 +428,7 @@ extern "C" {
 
 /* --- arenas, devices, errors ------------------------------------------------------------- */
 mx_arena *mx_arena_new(void) { return new (std::nothrow) mx_arena(); }
+
 void mx_arena_free(mx_arena *arena) { delete arena; }
 size_t mx_arena_count(const mx_arena *arena) { return arena ? arena->arrays.size() : 0; }
 
@@ -1127,9 +1171,7 @@ int mx_host_kernel(mx_ctx *ctx, mx_array *out, const char *name, mx_host_fn fn,
     for (int i = 0; i < n_inputs; i++) {
       mc::array a = A(inputs[i]);
       if (!sunk.empty() && a.size() != 1) a = a.inputs().at(0), out_shape = a.shape();
-      ins.push_back(flags & MX_HOST_STRIDED_INPUTS || known_contiguous(a)
-                        ? a
-                        : mc::contiguous(a, false, s));
+      ins.push_back(std::move(a));
     }
     const char *p = static_cast<const char *>(params);
     auto prim = std::make_shared<HostKernel>(s, name, fn, std::vector<char>(p, p + params_size),

@@ -2,10 +2,11 @@
  * Activation operators: the pointwise ones (Relu, Sigmoid, Tanh, Gelu, LeakyRelu, PRelu, Elu,
  * Selu, Celu, HardSigmoid, HardSwish, Mish, Shrink, Softplus, Softsign, ThresholdedRelu, Swish)
  * and the normalising ones (Softmax, LogSoftmax, Hardmax). Relu is max(x, 0) in the input's type
- * (integers from opset 14); Sigmoid and Tanh are MLX's kernels; the others are composed from
- * their ONNX formulas with the attributes as scalars, and for float16/bfloat16 computed in
- * float32 and rounded once (ONNX Runtime does the same). PRelu broadcasts its slope to X; Shrink
- * takes integers too and, as ONNX Runtime, computes in float32 and truncates. Softmax,
+ * (integers from opset 14); Sigmoid is a host kernel for float32 on the CPU device
+ * (host_math.c; x * Sigmoid(x) is one too), MLX's kernel otherwise, as Tanh is; the others are
+ * composed from their ONNX formulas with the attributes as scalars, and for float16/bfloat16
+ * computed in float32 and rounded once (ONNX Runtime does the same). PRelu broadcasts its slope
+ * to X; Shrink takes integers too and, as ONNX Runtime, computes in float32 and truncates. Softmax,
  * LogSoftmax and Hardmax before opset 13 coerce the input to 2-D at `axis` (default 1): they
  * work on the flattened trailing block, which is exactly the axes [axis, rank), so no reshape
  * (and no shape read) is needed; from opset 13 they work on the single `axis` (default -1).
@@ -365,7 +366,8 @@ const op_row ops_activation_rows[] = {
     {"", "Relu", 6, 13, NULL, translate_relu, OP_SHAPELESS, OP_FLOATS | OP_F64, 0, NULL},
     {"", "Relu", 14, 14, NULL, translate_relu, OP_SHAPELESS, OP_FLOATS | OP_SIGNED | OP_F64, 0,
      "integer inputs from opset 14"},
-    UNARY("Sigmoid", 6, 13, MX_SIGMOID, OP_FLOATS),
+    {"", "Sigmoid", 6, 13, NULL, op_translate_unary, OP_SHAPELESS_GPU, OP_FLOATS, MX_SIGMOID,
+     "CPU, float32: a host kernel; x * Sigmoid(x) (Swish) is one"},
     UNARY("Tanh", 6, 13, MX_TANH, OP_FLOATS | OP_F64),
     {"", "Gelu", 20, 20, claim_gelu, translate_gelu, OP_SHAPELESS, OP_FLOATS, 0,
      "approximate 'none' or 'tanh'; half types computed in float32"},

@@ -15,6 +15,10 @@ int op_translate_unary(tr_ctx *t, const ir_node *n, const op_row *r) {
     TR_TRY(hm_erf(t, x, &y));
     tr_note_path(t, hp_erf_in_gelu(t, n) ? "inside a Gelu: its last Mul's host kernel computes it"
                                          : "host kernel (CPU)");
+  } else if (r->code == MX_SIGMOID && hm_applies(t, x)) { /* one exp, not a composition */
+    TR_TRY(hm_sigmoid(t, x, &y));
+    tr_note_path(t, hp_sigmoid_in_swish(t, n) ? "inside a Swish: its Mul's host kernel computes it"
+                                              : "host kernel (CPU)");
   } else if (fm_has_unary(r->code) && fm_applies(t, x)) { /* MLX's CPU exp is scalar code */
     TR_TRY(fm_unary(t, r->code, x, &y));
     tr_note_path(t, "composed (CPU)");

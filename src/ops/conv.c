@@ -201,6 +201,8 @@ int conv_forward_channels_last(tr_ctx *t, const ir_node *n, mx_array x, mx_array
     return conv_cpu_pointwise(t, x, w, form, packed, bias, nd, stride, y);
   if (conv_cpu_taps_gemm_applies(t, x, w, nd, groups, stride, lo, hi, idil, false))
     return conv_cpu_taps_gemm(t, x, w, form, bias, nd, lo, hi, kdil, y);
+  if (conv_cpu_im2col_applies(t, x, w, nd, groups, lo, hi, idil, false))
+    return conv_cpu_im2col(t, x, w, packed, bias, nd, stride, lo, hi, kdil, y);
   TR_TRY(conv_channels_last(t, x, w, nd, stride, lo, hi, kdil, idil, groups, false, y));
   return bias ? mx_binary(t->mx, y, MX_ADD, *y, bias) : MX_OK;
 }

@@ -25,14 +25,18 @@ int conv_cpu_depthwise(tr_ctx *t, mx_array x, mx_array w, mx_array rows, mx_arra
                        const int *stride, const int *lo, const int *hi, const int *kdil,
                        mx_array *y);
 
-/* depthwise_loop.c: the depthwise loop's geometry, 1-D and 2-D as 3-D with leading extents 1. */
-typedef struct depthwise_geometry {
+/* The geometry the CPU host loops (depthwise_loop.c, im2col_loop.c) read: 1-D and 2-D
+ * convolutions as 3-D with leading extents 1; c: the input's channels. */
+typedef struct conv_window {
   int n, c;
   int in[3], out[3], k[3], stride[3], lo[3], dil[3];
-} depthwise_geometry;
+} conv_window;
 /* x [N, s..., C] and rows [taps, C] float32, bias float32 [C] or NULL; y [N, out..., C]. */
 int depthwise_loop_build(tr_ctx *t, mx_array x, mx_array rows, mx_array bias,
-                         const depthwise_geometry *g, mx_array *y);
+                         const conv_window *g, mx_array *y);
+/* x [N, s..., C] float32, any strides, to the columns [N * positions, taps * C] of an im2col
+ * product: row p holds output position p's window, tap-major, zeros where it leaves the input. */
+int im2col_loop_build(tr_ctx *t, mx_array x, const conv_window *g, mx_array *cols);
 /* conv_cpu.c: whether a grouped convolution is better run group by group (MLX's CPU backend
  * takes its BLAS path only for one group; up to CONV_CPU_MAX_SPLIT groups). */
 enum { CONV_CPU_MAX_SPLIT = 64 };
@@ -52,6 +56,14 @@ bool conv_cpu_taps_gemm_applies(const tr_ctx *t, mx_array x, mx_array w, int nd,
                                 bool flip);
 int conv_cpu_taps_gemm(tr_ctx *t, mx_array x, mx_array w, mx_array mats, mx_array bias, int nd,
                        const int *lo, const int *hi, const int *kdil, mx_array *y);
+/* conv_cpu.c: any other ungrouped float32 convolution as an im2col copy and one product over
+ * the packed [taps * C, O] weight matrix (packed: packed at plan build from a constant weight,
+ * or NULL), plus bias [O] (NULL: none). Where the graph compiles keyed on shapes. */
+bool conv_cpu_im2col_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
+                             const int *lo, const int *hi, const int *idil, bool flip);
+int conv_cpu_im2col(tr_ctx *t, mx_array x, mx_array w, mx_array packed, mx_array bias, int nd,
+                    const int *stride, const int *lo, const int *hi, const int *kdil,
+                    mx_array *y);
 /* conv_cpu.c: ConvTranspose whose kernel equals its stride (groups 1, no dilation) as one matrix
  * product; head/out: where each output axis starts in the full output, and its length. */
 bool conv_cpu_transpose_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,

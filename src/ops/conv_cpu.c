@@ -13,7 +13,9 @@
  * build (conv_cpu_prepare, called by conv.c's prepare hooks) and rebuilt per translation only for
  * weights computed in the graph; both routes give the same values in the same layout roles.
  */
+#include "blas/sgemm.h"
 #include "ops/conv.h"
+#include "ops/host_math.h"
 #include "ops/matmul_cpu.h"
 #include "plan/translate.h"
 
@@ -49,25 +51,33 @@ static int depthwise_rows(tr_ctx *t, mx_array w, mx_array *rows) {
   return mx_transpose(t->mx, rows, *rows, perm, 2);
 }
 
+/* The window geometry of x [N, s..., C] by w [M, k..., *] (conv.h), or a failure when the
+ * kernel does not fit the padded input. */
+static int window_of(tr_ctx *t, mx_array x, mx_array w, int nd, const int *stride, const int *lo,
+                     const int *hi, const int *kdil, conv_window *g) {
+  *g = (conv_window){.n = mx_dim(x, 0), .c = mx_dim(x, -1)};
+  for (int i = 0; i < 3; i++) {
+    int j = i - (3 - nd); /* the input's spatial axis, or < 0 for a leading extent 1 */
+    g->in[i] = j < 0 ? 1 : mx_dim(x, j + 1);
+    g->k[i] = j < 0 ? 1 : mx_dim(w, j + 1);
+    g->stride[i] = j < 0 ? 1 : stride[j];
+    g->lo[i] = j < 0 ? 0 : lo[j];
+    g->dil[i] = j < 0 ? 1 : kdil[j];
+    g->out[i] = j < 0 ? 1 : out_extent(g->in[i], lo[j], hi[j], g->k[i], g->dil[i], g->stride[i]);
+    if (g->out[i] == 0) return tr_fail(t, "the kernel does not fit in the padded input");
+  }
+  return MX_OK;
+}
+
 /* y = sum over taps of x[window at tap] * w[:, tap] (+ bias), by depthwise_loop.c's host loop;
  * x [N, s..., C] and w [C, k..., 1], both channels-last; rows: w's prepared [taps, C] rows, or
  * NULL. A bias that is not float32 [C] is added after the loop. */
 int conv_cpu_depthwise(tr_ctx *t, mx_array x, mx_array w, mx_array rows, mx_array bias, int nd,
                        const int *stride, const int *lo, const int *hi, const int *kdil,
                        mx_array *y) {
-  depthwise_geometry g = {.n = mx_dim(x, 0), .c = mx_dim(x, -1)};
-  int taps = 1;
-  for (int i = 0; i < 3; i++) {
-    int j = i - (3 - nd); /* the input's spatial axis, or < 0 for a leading extent 1 */
-    g.in[i] = j < 0 ? 1 : mx_dim(x, j + 1);
-    g.k[i] = j < 0 ? 1 : mx_dim(w, j + 1);
-    g.stride[i] = j < 0 ? 1 : stride[j];
-    g.lo[i] = j < 0 ? 0 : lo[j];
-    g.dil[i] = j < 0 ? 1 : kdil[j];
-    g.out[i] = j < 0 ? 1 : out_extent(g.in[i], lo[j], hi[j], g.k[i], g.dil[i], g.stride[i]);
-    if (g.out[i] == 0) return tr_fail(t, "the kernel does not fit in the padded input");
-    taps *= g.k[i];
-  }
+  conv_window g;
+  TR_TRY(window_of(t, x, w, nd, stride, lo, hi, kdil, &g));
+  int taps = g.k[0] * g.k[1] * g.k[2];
   if (!rows || mx_ndim(rows) != 2 || mx_dim(rows, 0) != taps || mx_dim(rows, 1) != g.c)
     TR_TRY(depthwise_rows(t, w, &rows));
   bool fuse_bias = bias && mx_dtype_of(bias) == MX_FLOAT32 && mx_ndim(bias) == 1 &&
@@ -237,6 +247,55 @@ int conv_cpu_taps_gemm(tr_ctx *t, mx_array x, mx_array w, mx_array mats, mx_arra
   return MX_OK;
 }
 
+/* w [O, k..., C] as the [taps * C, O] matrix of an im2col product: column block tap * C + c of
+ * row o is w[o, tap, c] (a transposed view; prepare packs it). */
+static int im2col_weight(tr_ctx *t, mx_array w, mx_array *w2) {
+  int shape[2] = {mx_dim(w, 0), 1}, perm[2] = {1, 0};
+  for (int i = 1; i < mx_ndim(w); i++) shape[1] *= mx_dim(w, i);
+  TR_TRY(mx_reshape(t->mx, w2, w, shape, 2));
+  return mx_transpose(t->mx, w2, *w2, perm, 2);
+}
+
+bool conv_cpu_im2col_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
+                             const int *lo, const int *hi, const int *idil, bool flip) {
+  if (t->mx->device != MX_DEVICE_CPU || t->trace == TR_TRACE_SHAPELESS || !hm_enabled() ||
+      !ep_sgemm_own_serves() || flip || groups != 1 || mx_dtype_of(x) != MX_FLOAT32 ||
+      mx_dtype_of(w) != MX_FLOAT32 || mx_size(x) == 0)
+    return false;
+  for (int i = 0; i < nd; i++)
+    if (idil[i] != 1 || lo[i] < 0 || hi[i] < 0) return false;
+  return true;
+}
+
+/* y = im2col(x) @ w's [taps * C, O] matrix, packed (+ bias [O] when float32, in the product):
+ * two host kernels (im2col_loop.c, matmul_cpu.c); an elementwise chain reading only y folds
+ * into the product as its epilogue. packed: the matrix packed at plan build, or NULL (a weight
+ * computed in the graph, packed here on every Run). */
+int conv_cpu_im2col(tr_ctx *t, mx_array x, mx_array w, mx_array packed, mx_array bias, int nd,
+                    const int *stride, const int *lo, const int *hi, const int *kdil,
+                    mx_array *y) {
+  conv_window g;
+  TR_TRY(window_of(t, x, w, nd, stride, lo, hi, kdil, &g));
+  mx_array cols, w2;
+  TR_TRY(im2col_loop_build(t, x, &g, &cols));
+  TR_TRY(im2col_weight(t, w, &w2));
+  long k = mx_dim(w2, 0), o = mx_dim(w2, 1);
+  if (!packed || k > INT32_MAX || mx_size(packed) != ep_sgemm_packed_floats((int)k, (int)o))
+    TR_TRY(matmul_cpu_prepare(t, w2, &packed));
+  if (!matmul_cpu_applies(t, cols, w2, packed))
+    return tr_fail(t, "the im2col product's %ld x %ld weight cannot be packed", k, o);
+  int shape[MX_MAX_RANK] = {g.n};
+  for (int i = 0; i < nd; i++) shape[1 + i] = g.out[3 - nd + i];
+  shape[nd + 1] = (int)o;
+  bool fuse_bias = bias && mx_dtype_of(bias) == MX_FLOAT32 && mx_ndim(bias) == 1 &&
+                   mx_dim(bias, 0) == o;
+  TR_TRY(matmul_cpu_build(t, cols, w2, packed, fuse_bias ? bias : NULL, y));
+  TR_TRY(mx_reshape(t->mx, y, *y, shape, nd + 2));
+  if (bias && !fuse_bias) TR_TRY(mx_binary(t->mx, y, MX_ADD, *y, bias));
+  tr_note_path(t, fuse_bias ? "im2col product with bias (CPU)" : "im2col product (CPU)");
+  return MX_OK;
+}
+
 bool conv_cpu_transpose_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
                                 const int64_t *stride, const int64_t *dilation) {
   if (t->mx->device != MX_DEVICE_CPU || groups != 1 || mx_dtype_of(x) != MX_FLOAT32 ||
@@ -314,7 +373,12 @@ int conv_cpu_prepare(tr_ctx *t, const ir_node *n, mx_array w, bool transposed, m
     unit_strides = unit_strides &&
                    (!s || s->type != IR_ATTR_INTS || s->count != (size_t)nd || s->ints[i] == 1);
   }
-  if (!transposed && taps > 1) return unit_strides ? tap_matrices(t, w, form) : MX_OK;
+  if (!transposed && taps > 1) { /* per-tap products or an im2col product, by input size */
+    if (unit_strides) TR_TRY(tap_matrices(t, w, form));
+    mx_array w2;
+    TR_TRY(im2col_weight(t, w, &w2));
+    return matmul_cpu_prepare(t, w2, packed);
+  }
   for (int i = 0; i < nd; i++) {
     int64_t stride = s && s->type == IR_ATTR_INTS && s->count == (size_t)nd ? s->ints[i] : 1;
     if (mx_dim(w, i + 1) != (transposed ? stride : 1)) return MX_OK;

@@ -66,7 +66,7 @@ static inline __attribute__((always_inline)) void taps_sum(float *y, const float
  * others read zero padding and add nothing), then their sum over the channels, TAPS_PER_PASS taps
  * per pass (a later pass starts from the earlier passes' sum). */
 static inline __attribute__((always_inline)) void
-position_sum(const depthwise_geometry *g, const float *x, const float *rows, const float *bias,
+position_sum(const conv_window *g, const float *x, const float *rows, const float *bias,
              float *acc, int b, int od, int oh, int ow) {
   const int c = g->c;
   const long in_plane = (long)g->in[1] * g->in[2];
@@ -107,7 +107,7 @@ position_sum(const depthwise_geometry *g, const float *x, const float *rows, con
  * position_sum: one load per product instead of two. */
 enum { OW_BLOCK = 8, SLIDE_MAX_K = 5, SLIDE_MAX_OW = 8 };
 static inline __attribute__((always_inline)) void
-interior_block(const depthwise_geometry *g, const float *x, const float *rows, const float *bias,
+interior_block(const conv_window *g, const float *x, const float *rows, const float *bias,
                float *acc, const long *x_row, const long *w_row, int n_rows, int ow) {
   const int c = g->c;
   const long step = (long)g->stride[2] * c;
@@ -185,7 +185,7 @@ HOST_INLINE void slide_span(const int K, const int OW, const float *x, const flo
  * slide_block (kernels 3 and 5 wide at stride 1 along w) or OW_BLOCK at a time through
  * interior_block; the rest, and every other geometry, take position_sum. */
 HOST_CLONES
-static void depthwise_rows(const depthwise_geometry *g, const float *x, const float *rows,
+static void depthwise_rows(const conv_window *g, const float *x, const float *rows,
                            const float *bias, const mx_host_tensor *out_view, long first,
                            long last) {
   float *y = (float *)out_view->data;
@@ -239,7 +239,7 @@ static void depthwise_rows(const depthwise_geometry *g, const float *x, const fl
 }
 
 typedef struct depthwise_job {
-  const depthwise_geometry *g;
+  const conv_window *g;
   const float *x, *rows, *bias;
   const mx_host_tensor *out;
   long rows_total;
@@ -256,7 +256,7 @@ static void depthwise_part(void *arg, int part) {
 /* Output rows are split over the cores (blas/workers.c) once there is enough work. */
 static void depthwise_loop(const mx_host_tensor *in, int n_in, const mx_host_tensor *out,
                            const void *params) {
-  const depthwise_geometry *g = params;
+  const conv_window *g = params;
   depthwise_job j = {g, in[0].data, in[1].data, n_in > 2 ? in[2].data : NULL, out,
                      (long)g->n * g->out[0] * g->out[1], 1};
   if (j.rows_total == 0) return;
@@ -268,7 +268,7 @@ static void depthwise_loop(const mx_host_tensor *in, int n_in, const mx_host_ten
 }
 
 int depthwise_loop_build(tr_ctx *t, mx_array x, mx_array rows, mx_array bias,
-                         const depthwise_geometry *g, mx_array *y) {
+                         const conv_window *g, mx_array *y) {
   mx_array ins[3] = {x, rows, bias};
   int shape[MX_MAX_RANK], nd = mx_ndim(x) - 2;
   shape[0] = g->n, shape[nd + 1] = g->c;

@@ -317,11 +317,25 @@ static int materialise_broadcast(tr_ctx *t, mx_array *a, mx_array other) {
   return mx_contiguous(t->mx, a, *a);
 }
 
-/* Add of a MatMul's product (read nowhere else) and a float32 bias [N] on the CPU device, in a
- * graph built for one shape (eager or keyed): one addmm, so that BLAS accumulates onto the bias
- * instead of zeroing its output and MLX adding a broadcast row in its strided (scalar) loop.
- * Anything else is a plain Add. */
+/* The last Add of layer normalisation's nine-node spelling (host_patterns.h), on the CPU device
+ * for float32: one host kernel from x. Add of a MatMul's product (read nowhere else) and a
+ * float32 bias [N] on the CPU device, in a graph built for one shape (eager or keyed): one
+ * addmm, so that BLAS accumulates onto the bias instead of zeroing its output and MLX adding a
+ * broadcast row in its strided (scalar) loop. Anything else is a plain Add. */
 static int translate_add(tr_ctx *t, const ir_node *n, const op_row *r) {
+  hp_layer_norm ln;
+  if (hm_applies(t, tr_in(t, 0)) && hp_layer_norm_of(t, n, &ln)) {
+    mx_array x = t->values[ln.x], scale = t->values[ln.scale], bias = t->values[ln.bias], y;
+    bool vectors = x && scale && bias && hm_applies(t, x) && mx_ndim(x) >= 1 &&
+                   mx_dtype_of(scale) == MX_FLOAT32 && mx_dtype_of(bias) == MX_FLOAT32 &&
+                   mx_ndim(scale) == 1 && mx_ndim(bias) == 1 &&
+                   mx_dim(scale, 0) == mx_dim(x, -1) && mx_dim(bias, 0) == mx_dim(x, -1);
+    if (vectors) {
+      TR_TRY(hm_layer_norm_last(t, x, scale, bias, ln.eps, &y));
+      tr_note_path(t, "last of a layer normalisation's nine nodes: one host kernel (CPU)");
+      return tr_out_cast(t, 0, y);
+    }
+  }
   if (t->mx->device == MX_DEVICE_CPU && t->trace != TR_TRACE_SHAPELESS) {
     for (int i = 0; i < 2; i++) {
       int v = n->inputs[i];
@@ -352,14 +366,23 @@ static int translate_add(tr_ctx *t, const ir_node *n, const op_row *r) {
   return op_translate_binary(t, n, r);
 }
 
-/* The last Mul of Gelu's five-node spelling, on the CPU device for float32: one host kernel
- * from the chain's input (the chain's inner nodes are translated but never evaluated). */
+/* The last Mul of Gelu's five-node spelling, or Swish's x * Sigmoid(x), on the CPU device for
+ * float32: one host kernel from the chain's input (the chain's inner nodes are translated but
+ * never evaluated). */
 static int translate_mul(tr_ctx *t, const ir_node *n, const op_row *r) {
-  int x = hm_applies(t, tr_in(t, 0)) ? hp_gelu_input(t, n) : IR_NONE;
+  bool floats = hm_applies(t, tr_in(t, 0));
+  int x = floats ? hp_gelu_input(t, n) : IR_NONE;
   if (x != IR_NONE && hm_applies(t, t->values[x])) {
     mx_array y;
     TR_TRY(hm_gelu(t, t->values[x], &y));
     tr_note_path(t, "last of a Gelu's five nodes: one host kernel (CPU)");
+    return tr_out_cast(t, 0, y);
+  }
+  x = floats ? hp_swish_input(t, n) : IR_NONE;
+  if (x != IR_NONE && hm_applies(t, t->values[x])) {
+    mx_array y;
+    TR_TRY(hm_swish(t, t->values[x], &y));
+    tr_note_path(t, "Swish, x * Sigmoid(x): one host kernel (CPU)");
     return tr_out_cast(t, 0, y);
   }
   return op_translate_binary(t, n, r);

@@ -1,13 +1,14 @@
 /*
  * Host kernels for the transcendental and normalising operations of float32 models on the CPU
- * device: softmax and layer normalisation over the last axis, and erf. MLX runs these as
- * compositions of several passes (a reduction, a broadcast subtraction through its strided loop,
- * the composed exp or erf of fastmath.c, another reduction, a division), each a trip through
- * memory; here each row is read once into vector registers per statistic and written once. exp
- * is fastmath.c's reduction and polynomial (multiply-adds fused in the x86-64-v3 build, results
- * below the smallest normal flushed to zero); erf is this file's own, cheaper than fastmath.c's
- * composition (one exp, no division). Both forms stay within 2.4e-7 relative of float64 above
- * the subnormal range (tested). Rows are split over the cores (blas/workers.c).
+ * device: softmax and layer normalisation over the last axis, erf (and Gelu), the sigmoid (and
+ * Swish). MLX runs these as compositions of several passes (a reduction, a broadcast subtraction
+ * through its strided loop, the composed exp or erf of fastmath.c, another reduction, a
+ * division), each a trip through memory; here each row is read once into vector registers per
+ * statistic and written once. exp is fastmath.c's reduction and polynomial (multiply-adds fused
+ * in the x86-64-v3 build, results below the smallest normal flushed to zero); erf is this file's
+ * own, cheaper than fastmath.c's composition (one exp, no division); the sigmoid is one exp and
+ * one division. Each stays within 2.4e-7 relative of float64 above the subnormal range (tested).
+ * Rows are split over the cores (blas/workers.c).
  */
 #include "ops/host_math.h"
 
@@ -47,7 +48,7 @@ enum { LANES_MAX = 4 };
 
 /* e^x, fastmath.c's reduction and polynomial (the same constants, multiply-adds fused where the
  * build allows), with two shortcuts its composed graph cannot take: 2^n goes straight into the
- * exponent bits, and results below float32's smallest normal (x < -87.3) flush to zero, so no
+ * exponent bits, and results below float32's smallest normal (x < -87.33654) flush to zero, so no
  * operation ever makes a subnormal. This processor takes a slow assist for each one: softmax rows
  * behind a -3.4e38 attention mask ran 2.6x slower. Inputs above 88.7 are taken as 88.7 (its
  * callers pass at most 0, softmax, and about 1, erf); NaN stays NaN. In place, n vectors. */
@@ -55,8 +56,8 @@ HOST_INLINE void exp8n(f32x8 *x, const int n, const fm_constants *c) {
   const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer in the low bits */
   i32x8 underflow[LANES_MAX];
   f32x8 t[LANES_MAX], k[LANES_MAX], r[LANES_MAX], p[LANES_MAX], y[LANES_MAX];
-  FOR_LANES(n, underflow[l] = x[l] < -87.3f);
-  FOR_LANES(n, x[l] = select8(underflow[l], splat8(-87.3f), x[l]));
+  FOR_LANES(n, underflow[l] = x[l] < -87.33654f);
+  FOR_LANES(n, x[l] = select8(underflow[l], splat8(-87.33654f), x[l]));
   FOR_LANES(n, x[l] = select8(x[l] > 88.7f, splat8(88.7f), x[l]));
   FOR_LANES(n, t[l] = x[l] * c->log2e + magic);
   FOR_LANES(n, k[l] = t[l] - magic);
@@ -120,7 +121,9 @@ HOST_INLINE float lanes_max(f32x8 v) {
 }
 
 /* --- the kernels -------------------------------------------------------------------------- */
-typedef enum hm_kind { HM_SOFTMAX, HM_LAYER_NORM, HM_ERF, HM_GELU } hm_kind;
+typedef enum hm_kind { HM_SOFTMAX, HM_LAYER_NORM, HM_ERF, HM_GELU, HM_SIGMOID, HM_SWISH } hm_kind;
+/* the kinds computed element by element */
+static bool elementwise_kind(hm_kind k) { return k >= HM_ERF; }
 
 typedef struct hm_params {
   hm_kind kind;
@@ -232,26 +235,43 @@ static void layer_norm_rows(const float *x, const float *scale, const float *bia
   }
 }
 
-/* erf, or with gelu set x * (1 + erf(x / sqrt 2)) * 0.5 (ONNX's Gelu, approximate='none', in
- * the order of its five-node spelling), over n elements. */
+/* The elementwise kinds on n vectors v, results in e: erf; Gelu as x * (1 + erf(x / sqrt 2))
+ * * 0.5 (approximate='none', in the order of its five-node spelling); sigmoid as 1 / (1 + e^-x)
+ * for x >= 0 and e^x / (1 + e^x) below, from e^-|x|, which never overflows (sigmoid(-100) is
+ * then 0, as exp flushes to zero there, not a subnormal); Swish as x * sigmoid(x). */
+HOST_INLINE void map8n(const f32x8 *v, f32x8 *e, const int n, hm_kind kind,
+                       const fm_constants *c) {
+  const i32x8 sign = (i32x8)splat8(-0.0f);
+  if (kind == HM_ERF || kind == HM_GELU) {
+    FOR_LANES(n, e[l] = kind == HM_GELU ? v[l] * (float)M_SQRT1_2 : v[l]);
+    erf8n(e, n, c);
+    if (kind == HM_GELU) FOR_LANES(n, e[l] = v[l] * (e[l] + 1.0f) * 0.5f);
+    return;
+  }
+  FOR_LANES(n, e[l] = (f32x8)((i32x8)v[l] | sign)); /* -|x| */
+  exp8n(e, n, c);
+  f32x8 s[LANES_MAX];
+  FOR_LANES(n, s[l] = 1.0f / (1.0f + e[l]));
+  FOR_LANES(n, e[l] = select8(v[l] >= 0.0f, s[l], e[l] * s[l]));
+  if (kind == HM_SWISH) FOR_LANES(n, e[l] = v[l] * e[l]);
+}
+
+/* One elementwise kind over n elements. */
 HOST_CLONES_FMA
-static void erf_elements(const float *x, float *y, long n, bool gelu) {
+static void map_elements(const float *x, float *y, long n, hm_kind kind) {
   fm_constants c = constants();
   f32x8 v[LANES_MAX], e[LANES_MAX];
   long i = 0;
   for (; i + 8 * LANES_MAX <= n; i += 8 * LANES_MAX) {
-    FOR_LANES(LANES_MAX, (LOAD8(v[l], x + i + 8 * l), e[l] = gelu ? v[l] * (float)M_SQRT1_2 : v[l]));
-    erf8n(e, LANES_MAX, &c);
-    if (gelu) FOR_LANES(LANES_MAX, e[l] = v[l] * (e[l] + 1.0f) * 0.5f);
+    FOR_LANES(LANES_MAX, LOAD8(v[l], x + i + 8 * l));
+    map8n(v, e, LANES_MAX, kind, &c);
     FOR_LANES(LANES_MAX, STORE8(y + i + 8 * l, e[l]));
   }
   for (; i < n; i += 8) {
     int count = n - i < 8 ? (int)(n - i) : 8;
     if (count == 8) LOAD8(v[0], x + i);
     else v[0] = load_part(x + i, count, 0.0f);
-    e[0] = gelu ? v[0] * (float)M_SQRT1_2 : v[0];
-    erf8n(e, 1, &c);
-    if (gelu) e[0] = v[0] * (e[0] + 1.0f) * 0.5f;
+    map8n(v, e, 1, kind, &c);
     if (count == 8) STORE8(y + i, e[0]);
     else memcpy(y + i, &e[0], (size_t)count * sizeof *y);
   }
@@ -261,14 +281,14 @@ static void erf_elements(const float *x, float *y, long n, bool gelu) {
 static void run_part(void *arg, int part) {
   const hm_job *job = arg;
   const hm_params *p = job->p;
-  bool elementwise = p->kind == HM_ERF || p->kind == HM_GELU;
+  bool elementwise = elementwise_kind(p->kind);
   long units = elementwise ? (p->cols + 7) / 8 : p->rows, start, end;
   workers_range(units, job->parts, part, &start, &end);
   long count = end - start;
   if (count <= 0) return;
   if (elementwise) {
     long at = start * 8, n = count * 8 < p->cols - at ? count * 8 : p->cols - at;
-    erf_elements(job->x + at, job->y + at, n, p->kind == HM_GELU);
+    map_elements(job->x + at, job->y + at, n, p->kind);
     return;
   }
   long at = start * p->cols;
@@ -301,7 +321,7 @@ static int build(tr_ctx *t, hm_params p, const char *name, mx_array *ins, int n_
   int rank = mx_ndim(x);
   long elements = 1;
   for (int i = 0; i < rank; i++) elements *= mx_shape(x)[i];
-  if (p.kind == HM_ERF || p.kind == HM_GELU) p.rows = 1, p.cols = elements;
+  if (elementwise_kind(p.kind)) p.rows = 1, p.cols = elements;
   else p.cols = rank ? mx_shape(x)[rank - 1] : 1, p.rows = p.cols ? elements / p.cols : 0;
   return mx_host_kernel(t->mx, y, name, host_math, &p, sizeof p, ins, n_ins, mx_shape(x), rank,
                         MX_FLOAT32, 0);
@@ -337,4 +357,12 @@ int hm_erf(tr_ctx *t, mx_array x, mx_array *y) {
 
 int hm_gelu(tr_ctx *t, mx_array x, mx_array *y) {
   return build(t, (hm_params){HM_GELU}, "gelu", &x, 1, y);
+}
+
+int hm_sigmoid(tr_ctx *t, mx_array x, mx_array *y) {
+  return build(t, (hm_params){HM_SIGMOID}, "sigmoid", &x, 1, y);
+}
+
+int hm_swish(tr_ctx *t, mx_array x, mx_array *y) {
+  return build(t, (hm_params){HM_SWISH}, "swish", &x, 1, y);
 }

@@ -1,8 +1,8 @@
 /*
  * Softmax (with a scale and an additive mask folded in) and LayerNormalization over the last
- * axis, erf and Gelu, as host kernels for float32 on the CPU device (host_math.c): one pass per
- * row (or over the elements) in vector registers, rows split over the cores, in place of the
- * compositions MLX runs as several scalar passes.
+ * axis, erf, Gelu, sigmoid and Swish, as host kernels for float32 on the CPU device
+ * (host_math.c): one pass per row (or over the elements) in vector registers, rows split over the
+ * cores, in place of the compositions MLX runs as several scalar passes.
  */
 #ifndef OPS_HOST_MATH_H
 #define OPS_HOST_MATH_H
@@ -30,5 +30,8 @@ int hm_layer_norm_last(tr_ctx *t, mx_array x, mx_array scale, mx_array bias, flo
 int hm_erf(tr_ctx *t, mx_array x, mx_array *y);
 /* x * (1 + erf(x / sqrt 2)) * 0.5, element by element (Gelu, approximate='none') */
 int hm_gelu(tr_ctx *t, mx_array x, mx_array *y);
+/* 1 / (1 + e^-x), and x times it (Swish, SiLU), element by element */
+int hm_sigmoid(tr_ctx *t, mx_array x, mx_array *y);
+int hm_swish(tr_ctx *t, mx_array x, mx_array *y);
 
 #endif

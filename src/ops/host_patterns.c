@@ -1,6 +1,8 @@
 /*
  * Recognises the node chains host kernels replace whole: Gelu spelled in five nodes (Div, Erf,
- * Add, Mul, Mul, as exported from frameworks that predate ONNX's Gelu), a Softmax whose input was
+ * Add, Mul, Mul, as exported from frameworks that predate ONNX's Gelu), Swish as x * Sigmoid(x),
+ * layer normalisation spelled in nine nodes (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div,
+ * Mul, Add, as paddle2onnx and older exporters write it), a Softmax whose input was
  * scaled by a constant and had a mask added (attention), both for host_math.c, and chains of
  * elementwise steps with constants (HardSwish's four-node spelling among them) for
  * host_chain.c. Matching walks back from the chain's last node through producers; every inner
@@ -94,6 +96,84 @@ bool hp_erf_in_gelu(tr_ctx *t, const ir_node *n) {
   if (hp_gelu_input(t, mul) != IR_NONE) return true; /* (1 + erf) * ... was the last Mul */
   const ir_node *last = only_reader(t, mul->outputs[0]);
   return last && strcmp(last->op_type, "Mul") == 0 && hp_gelu_input(t, last) != IR_NONE;
+}
+
+int hp_swish_input(tr_ctx *t, const ir_node *n) {
+  for (int e = 0; e < 2; e++) {
+    const ir_node *s = producer(t, n->inputs[e], "Sigmoid");
+    if (s && inner(t, n->inputs[e]) && s->inputs[0] == n->inputs[1 - e]) return s->inputs[0];
+  }
+  return IR_NONE;
+}
+
+bool hp_sigmoid_in_swish(tr_ctx *t, const ir_node *n) {
+  const ir_node *mul = only_reader(t, n->outputs[0]);
+  return mul && strcmp(mul->op_type, "Mul") == 0 && mul->domain[0] == 0 &&
+         hp_swish_input(t, mul) != IR_NONE;
+}
+
+/* Value v is ReduceMean(of) over the last axis with its dims kept (axes as the attribute or,
+ * from opset 18, a constant input); of's value index, or IR_NONE. */
+static int last_axis_mean(tr_ctx *t, int v) {
+  const ir_node *m = producer(t, v, "ReduceMean");
+  if (!m || !inner(t, v) || ir_attr_int(m, "keepdims", 1) != 1 || !t->values[m->inputs[0]])
+    return IR_NONE;
+  int64_t axis;
+  const ir_attr *a = ir_find_attr(m, "axes");
+  mx_array c = m->n_inputs > 1 && m->inputs[1] != IR_NONE && t->const_values
+                   ? t->const_values[m->inputs[1]]
+                   : NULL;
+  const void *data;
+  if (a && a->type == IR_ATTR_INTS && a->count == 1) {
+    axis = a->ints[0];
+  } else if (!a && c && mx_size(c) == 1 && mx_dtype_of(c) == MX_INT64 &&
+             mx_host_data(t->mx, c, &data) == MX_OK) {
+    axis = *(const int64_t *)data;
+  } else {
+    return IR_NONE;
+  }
+  int rank = mx_ndim(t->values[m->inputs[0]]);
+  return axis == -1 || axis == rank - 1 ? m->inputs[0] : IR_NONE;
+}
+
+/* v is Pow(d, 2) or d * d, read only by the chain; d's reads: the square's and one more. */
+static bool square_of(tr_ctx *t, int v, int d, int d_reads) {
+  const ir_node *pow = producer(t, v, "Pow"), *mul = producer(t, v, "Mul");
+  if (!inner(t, v)) return false;
+  if (pow) return d_reads == 2 && pow->inputs[0] == d && constant_near(t, pow->inputs[1], 1, 2.0);
+  return d_reads == 3 && mul && mul->inputs[0] == d && mul->inputs[1] == d;
+}
+
+bool hp_layer_norm_of(tr_ctx *t, const ir_node *n, hp_layer_norm *ln) {
+  for (int e = 0; e < 2; e++) {
+    const ir_node *mul = producer(t, n->inputs[e], "Mul");
+    if (!mul || !inner(t, n->inputs[e])) continue;
+    for (int f = 0; f < 2; f++) {
+      const ir_node *div = producer(t, mul->inputs[f], "Div");
+      if (!div || !inner(t, mul->inputs[f])) continue;
+      int d = div->inputs[0];
+      const ir_node *sub = producer(t, d, "Sub"), *sqrt = producer(t, div->inputs[1], "Sqrt");
+      /* d = x - mean is read by the square (once as Pow's base, twice as d * d) and the Div */
+      int reads = t->g->values[d].readers;
+      if (!sub || !sqrt || !inner(t, div->inputs[1]) || reads < 2 || reads > 3 ||
+          t->g->values[d].is_graph_output)
+        continue;
+      int x = sub->inputs[0];
+      if (last_axis_mean(t, sub->inputs[1]) != x) continue;
+      const ir_node *add = producer(t, sqrt->inputs[0], "Add");
+      if (!add || !inner(t, sqrt->inputs[0])) continue;
+      for (int g = 0; g < 2; g++) {
+        double eps;
+        int var = add->inputs[g];
+        if (!constant_scalar(t, add->inputs[1 - g], 1, &eps)) continue;
+        int sq = last_axis_mean(t, var);
+        if (sq == IR_NONE || !square_of(t, sq, d, reads)) continue;
+        *ln = (hp_layer_norm){x, mul->inputs[1 - f], n->inputs[1 - e], (float)eps};
+        return true;
+      }
+    }
+  }
+  return false;
 }
 
 /* mask may be added to scores: float32, its axes aligned with scores' trailing ones, each 1 or

@@ -1,6 +1,7 @@
 /*
  * Node chains one host kernel replaces on the CPU device (host_patterns.c), recognised in the
- * ONNX graph by the translator of the chain's last node: the five-node spelling of Gelu, a
+ * ONNX graph by the translator of the chain's last node: the five-node spelling of Gelu, Swish
+ * as x * Sigmoid(x), layer normalisation's nine-node spelling, a
  * Softmax over scores that were scaled and masked, and chains of elementwise steps with
  * constants. The chain's inner values must be read by
  * nothing else, so the last node may compute its output from the chain's input directly; the
@@ -19,6 +20,21 @@ int hp_gelu_input(tr_ctx *t, const ir_node *n);
 
 /* Whether node n (an Erf) lies inside a chain hp_gelu_input recognises at its end. */
 bool hp_erf_in_gelu(tr_ctx *t, const ir_node *n);
+
+/* When node n (a Mul) is x * Sigmoid(x), in either order, and n alone reads the Sigmoid, x's
+ * value index; otherwise IR_NONE. hp_sigmoid_in_swish: whether Sigmoid node n is inside one. */
+int hp_swish_input(tr_ctx *t, const ir_node *n);
+bool hp_sigmoid_in_swish(tr_ctx *t, const ir_node *n);
+
+/* When node n (an Add) ends (x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) * scale + bias,
+ * both means over the last axis with dims kept, the square as Pow(d, 2) or d * d, the Mul's and
+ * the Add's operands in either order: the value indices of x, scale and bias, and eps. The
+ * caller checks that scale and bias are vectors of x's last axis. */
+typedef struct hp_layer_norm {
+  int x, scale, bias;
+  float eps;
+} hp_layer_norm;
+bool hp_layer_norm_of(tr_ctx *t, const ir_node *n, hp_layer_norm *ln);
 
 /* What a Softmax's input folds in: the input is scores * scale (a Mul by a one-element constant,
  * or a Div by one), plus mask when mask is not IR_NONE (an Add of a float32 value whose axes align

@@ -151,7 +151,7 @@ static int translate_gemm(tr_ctx *t, const ir_node *n, const op_row *r) {
   (OP_FLOATS | OP_F64 | OP_T(IR_INT32) | OP_T(IR_INT64) | OP_T(IR_UINT32) | OP_T(IR_UINT64))
 
 const op_row ops_math_rows[] = {
-    {"", "MatMul", 1, 13, claim_matmul, translate_matmul, OP_SHAPELESS, MM_TYPES, 0,
+    {"", "MatMul", 1, 13, claim_matmul, translate_matmul, OP_SHAPELESS_GPU, MM_TYPES, 0,
      "integer operands declined (MLX matmul is floating-point only); CPU: a constant float32 "
      "weight is packed once", matmul_class, prepare_matmul},
     {"", "Gemm", 7, 10, claim_gemm, translate_gemm, OP_SHAPELESS, MM_TYPES, 0,

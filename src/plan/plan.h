@@ -50,8 +50,9 @@ typedef struct plan_config {
  * compiled one. MLX's fused CPU kernels are not always faster than its eager ones
  * (docs/BENCHMARKS.md), and only a measurement on the machine can tell; the margin keeps a close
  * call, which three runs on a busy machine decide by noise, on the compiled path (MiniLM b1 took
- * eager in one `make bench` of four and ran 5 ms slower). */
-enum { PLAN_TRIAL_RUNS = 3, PLAN_TRIAL_EAGER_MARGIN = 5 };
+ * eager in one `make bench` of four and ran 5 ms slower; at a 5% margin, still in one of three
+ * on 2026-12-03). */
+enum { PLAN_TRIAL_RUNS = 3, PLAN_TRIAL_EAGER_MARGIN = 10 };
 /* At most this many values key one plan's variants (more: the plan runs eagerly). */
 enum { PLAN_MAX_KEYS = 16 };
 typedef struct plan_trial {
