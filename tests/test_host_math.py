@@ -548,3 +548,28 @@ def test_matmul_with_a_constant_weight_is_keyed_and_packed(capfd):
     gc.collect()
     err = capfd.readouterr().err
     assert "node 'n' (MatMul): packed weight (CPU)" in err and "path keyed" in err, err[-2000:]
+
+
+GELU_EPILOGUE = "last of a Gelu's five nodes: the epilogue of the kernel computing its input (CPU)"
+
+
+@pytest.mark.parametrize("form", ["div", "half-first"])
+@pytest.mark.parametrize("returned", [False, True], ids=["private", "returned"])
+def test_gelu_after_a_packed_product_is_its_epilogue(form, returned, capfd):
+    """A feed-forward layer: MatMul by a constant weight, a bias Add (folded into the packed
+    product), Gelu's five nodes. The product applies the Gelu to the rows it finishes, over a
+    split between the threads; when the product's output is returned too, the Gelu is a kernel
+    of its own."""
+    w = rand((96, 320), low=-0.3, high=0.3, seed=31)
+    nodes = [helper.make_node("MatMul", ["t", "w"], ["p"], name="mm"),
+             helper.make_node("Add", ["p", "bias"], ["x"], name="bias")] + gelu_nodes(form)
+    outputs = [("y", TP.FLOAT, None)] + ([("x", TP.FLOAT, None)] if returned else [])
+    # nodes as written: ORT's optimiser makes this MatMul and Add one Gemm (not MiniLM's)
+    model = make_model(nodes, [("t", TP.FLOAT, [2, 64, 96])], outputs,
+                       initializers=GELU_CONSTS + [("w", w), ("bias", rand((320,), seed=32))],
+                       opset=13)
+    got, ref, err = harness.run_with_paths(model, {"t": rand((2, 64, 96), low=-2, high=2, seed=33)},
+                                           capfd, optimize=False)
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g, r, rtol=2e-6, atol=2e-6)
+    assert f"node 'n' (Mul): {GELU_TAIL if returned else GELU_EPILOGUE}" in err, err[-2000:]

@@ -373,9 +373,18 @@ static int translate_mul(tr_ctx *t, const ir_node *n, const op_row *r) {
   bool floats = hm_applies(t, tr_in(t, 0));
   int x = floats ? hp_gelu_input(t, n) : IR_NONE;
   if (x != IR_NONE && hm_applies(t, t->values[x])) {
-    mx_array y;
-    TR_TRY(hm_gelu(t, t->values[x], &y));
-    tr_note_path(t, "last of a Gelu's five nodes: one host kernel (CPU)");
+    const ir_value *xv = &t->g->values[x];
+    mx_array y = NULL;
+    /* x read by the spelling's two nodes alone: the product computing it applies the Gelu to
+     * the rows it has just finished (MiniLM's feed-forward layers) */
+    if (xv->readers == 2 && !xv->is_graph_output) TR_TRY(hm_gelu_fold(t, t->values[x], &y));
+    if (y) {
+      tr_note_path(t, "last of a Gelu's five nodes: the epilogue of the kernel computing its "
+                      "input (CPU)");
+    } else {
+      TR_TRY(hm_gelu(t, t->values[x], &y));
+      tr_note_path(t, "last of a Gelu's five nodes: one host kernel (CPU)");
+    }
     return tr_out_cast(t, 0, y);
   }
   x = floats ? hp_swish_input(t, n) : IR_NONE;

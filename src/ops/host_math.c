@@ -359,6 +359,17 @@ int hm_gelu(tr_ctx *t, mx_array x, mx_array *y) {
   return build(t, (hm_params){HM_GELU}, "gelu", &x, 1, y);
 }
 
+/* Gelu over a run of finished elements, in place, as another kernel's epilogue. */
+static void gelu_epilogue(const void *params, float *run, long count) {
+  (void)params;
+  map_elements(run, run, count, HM_GELU);
+}
+
+int hm_gelu_fold(tr_ctx *t, mx_array x, mx_array *y) {
+  const hm_params p = {HM_GELU};
+  return mx_fold_epilogue(t->mx, y, x, gelu_epilogue, &p, sizeof p);
+}
+
 int hm_sigmoid(tr_ctx *t, mx_array x, mx_array *y) {
   return build(t, (hm_params){HM_SIGMOID}, "sigmoid", &x, 1, y);
 }

@@ -30,6 +30,10 @@ int hm_layer_norm_last(tr_ctx *t, mx_array x, mx_array scale, mx_array bias, flo
 int hm_erf(tr_ctx *t, mx_array x, mx_array *y);
 /* x * (1 + erf(x / sqrt 2)) * 0.5, element by element (Gelu, approximate='none') */
 int hm_gelu(tr_ctx *t, mx_array x, mx_array *y);
+/* Gelu as the epilogue of the host kernel computing x (mx_fold_epilogue): *y is that kernel
+ * applying it to each run of elements it finishes, or NULL where x's kernel takes none. Only for
+ * an x that nothing but the Gelu reads. */
+int hm_gelu_fold(tr_ctx *t, mx_array x, mx_array *y);
 /* 1 / (1 + e^-x), and x times it (Swish, SiLU), element by element */
 int hm_sigmoid(tr_ctx *t, mx_array x, mx_array *y);
 int hm_swish(tr_ctx *t, mx_array x, mx_array *y);
