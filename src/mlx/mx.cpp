@@ -284,9 +284,6 @@ struct Elementwise {
   }
 };
 
-/* A host kernel (mx_host_kernel) as an MLX primitive: on evaluation it allocates the output and
- * queues the C function on the CPU stream, holding the inputs until it has run. The output shape
- * is the one given at construction, so output_shapes (asked only by shapeless compile) refuses. */
 /* dst (row-major, same shape and dtype) = src as it lies: rows along the last axis, copied
  * whole when they are contiguous, element by element otherwise (any strides, negative and zero
  * included). For a host kernel's strided inputs (HostKernel::eval_cpu). */
@@ -318,6 +315,9 @@ void copy_row_major(const mc::array &src, mc::array &dst) {
   }
 }
 
+/* A host kernel (mx_host_kernel) as an MLX primitive: on evaluation it allocates the output and
+ * queues the C function on the CPU stream, holding the inputs until it has run. The output shape
+ * is the one given at construction, so output_shapes (asked only by shapeless compile) refuses. */
 class HostKernel : public mc::UnaryPrimitive {
  public:
   HostKernel(mc::Stream s, std::string name, mx_host_fn fn, std::vector<char> params,
@@ -348,9 +348,9 @@ class HostKernel : public mc::UnaryPrimitive {
     out.set_data(mc::allocator::malloc(out.nbytes()));
     /* An input MLX left strided (a transposed or broadcast view) is copied row-major inside
      * the task, unless the kernel reads views. A Contiguous operation in the graph instead
-     * would be replayed and dispatched on every Run for inputs that are almost always
-     * contiguous already (PP-OCRv4 rec: 92 of its 431 operations a Run). Layouts are known
-     * here, before the task runs: MLX fixes them when it allocates. */
+     * would be replayed and dispatched on every Run, for inputs that are almost always
+     * contiguous already. Layouts are known here, before the task runs: MLX fixes them when it
+     * allocates. */
     std::vector<mc::array> dense;
     std::vector<int> dense_of;
     for (size_t i = 0; i < inputs.size(); i++) {

@@ -73,7 +73,8 @@ int conv_cpu_transpose(tr_ctx *t, mx_array x, mx_array w, mx_array wm, int nd,
 /* conv_cpu.c: the weight operand of the form above that node n's constant weight w (MLX's layout)
  * can take, made once at plan build and passed back as rows / wm; NULL when none applies. The
  * forms rebuild it themselves when given NULL (a weight computed in the graph). For a pointwise
- * convolution also *packed, the operand packed for the plugin's product (else NULL). */
+ * convolution, or another ungrouped one (its im2col matrix), also *packed, the operand packed for
+ * the plugin's product (else NULL). */
 int conv_cpu_prepare(tr_ctx *t, const ir_node *n, mx_array w, bool transposed, mx_array *form,
                      mx_array *packed);
 

@@ -4,12 +4,14 @@
  * CPU convolution takes its im2col + BLAS path only for ungrouped, undilated correlations): a
  * depthwise convolution runs as depthwise_loop.c's host loop over contiguous channels; other
  * grouped convolutions run group by group (conv.c concatenates them); a 1x1 convolution is one
- * matrix product, its bias added by BLAS (addmm); another stride-1 convolution is one product
- * per kernel tap over shifted blocks of the flattened input; and a ConvTranspose whose
- * kernel equals its stride is one matrix product whose columns interleave back into space. Each
- * notes its path for the verbose summary. Measured in docs/BENCHMARKS.md (PP-OCR's depthwise and
- * pointwise layers, PP-OCRv4 det's upsamplers); the GPU keeps MLX's own convolution. Each form's
- * weight operand (per-tap rows, the transposed matrix) is made from a constant weight once at plan
+ * matrix product, its bias added by BLAS (addmm); another stride-1 convolution from about a MiB
+ * of im2col columns is one product per kernel tap over shifted blocks of the flattened input;
+ * any other ungrouped one is an im2col copy (im2col_loop.c) and one product over its packed
+ * weight; and a ConvTranspose whose kernel equals its stride is one matrix product whose columns
+ * interleave back into space. Each notes its path for the verbose summary. Measured in
+ * docs/BENCHMARKS.md (PP-OCR's depthwise and pointwise layers, PP-OCRv4 det's upsamplers, rec's
+ * stem and neck); the GPU keeps MLX's own convolution. Each form's weight operand (per-tap rows,
+ * the transposed matrix, the packed im2col matrix) is made from a constant weight once at plan
  * build (conv_cpu_prepare, called by conv.c's prepare hooks) and rebuilt per translation only for
  * weights computed in the graph; both routes give the same values in the same layout roles.
  */
@@ -351,8 +353,9 @@ int conv_cpu_transpose(tr_ctx *t, mx_array x, mx_array w, mx_array wm, int nd,
 /* The weight operand of the CPU form node n will take, made once from its constant weight w
  * (channels-last [M, k..., C/group]; regrouped for ConvTranspose): a depthwise kernel's [taps, C]
  * rows, contiguous so that each tap is a plain row; a stride-1 ungrouped kernel's [taps, C, O]
- * matrices, contiguous; a 1x..x1 kernel's or a kernel-equals-stride
- * ConvTranspose's transposed matrix, a view of w. NULL where no form can apply to this weight;
+ * matrices, contiguous; a 1x..x1 kernel's or a kernel-equals-stride ConvTranspose's transposed
+ * matrix, a view of w. *packed: the 1x..x1 matrix, or any other ungrouped kernel's [taps * C, O]
+ * im2col matrix, packed for the plugin's product. NULL where no form can apply to this weight;
  * the translator still checks the live shapes before taking a form. */
 int conv_cpu_prepare(tr_ctx *t, const ir_node *n, mx_array w, bool transposed, mx_array *form,
                      mx_array *packed) {
