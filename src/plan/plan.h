@@ -46,12 +46,13 @@ typedef struct plan_config {
 
 /* The path trial of a compiled plan: after its first (tracing) run, PLAN_TRIAL_RUNS eager and
  * as many compiled runs alternate (compiled runs that traced do not count); eager wins for the
- * rest of the session when its median is at least PLAN_TRIAL_EAGER_MARGIN percent below the
+ * rest of the session when its fastest run is at least PLAN_TRIAL_EAGER_MARGIN percent below the
  * compiled one. MLX's fused CPU kernels are not always faster than its eager ones
  * (docs/BENCHMARKS.md), and only a measurement on the machine can tell; the margin keeps a close
  * call, which three runs on a busy machine decide by noise, on the compiled path (MiniLM b1 took
- * eager in one `make bench` of four and ran 5 ms slower; at a 5% margin, still in one of three
- * on 2026-12-03). */
+ * eager in one `make bench` of four and ran 5 ms slower; comparing medians, at a 5% margin and
+ * then at 10%, still in one of three on 2026-12-03; the fastest runs compare what the paths
+ * cost, where neighbours only add time). */
 enum { PLAN_TRIAL_RUNS = 3, PLAN_TRIAL_EAGER_MARGIN = 10 };
 /* At most this many values key one plan's variants (more: the plan runs eagerly). */
 enum { PLAN_MAX_KEYS = 16 };
