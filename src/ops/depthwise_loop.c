@@ -9,8 +9,11 @@
  * along the row instead, each input vector loaded once per row of taps (6.1 -> 3.9 ms).
  * Built per graph instead of the per-tap multiply-adds MLX would fuse: those read strided slices
  * and a broadcast weight, which sends MLX's fused kernel through its strided loop (scalar code);
- * here the inner loop runs over contiguous channels and is vectorised. Each product is rounded
- * before it is added (no fused multiply-add), taps in row-major order, as the per-tap graph did.
+ * here the inner loop runs over contiguous channels and is vectorised. Each product is added in
+ * one fused multiply-add where the processor has FMA (one rounding, as ONNX Runtime's own kernels
+ * do; this core issues one 8-float multiply-add or one multiply and one add a cycle, yet the
+ * loop ran 17-37% faster fused: PP-OCR's 240-channel 5x5 layer on one core 473 -> 395 us, its
+ * 128-channel 3x3 one 213 -> 156 us), taps in row-major order.
  * Output rows are split over the cores (blas/workers.c) from about 10^5 products up; each output
  * is computed by one thread in the same order, so the split changes no bits. An elementwise chain
  * reading only the convolution folds in as the kernel's epilogue (mx_fold_epilogue), applied to
@@ -20,13 +23,16 @@
 #include "ops/conv.h"
 #include "ops/host_simd.h"
 
+/* Multiply-adds contracted into FMA in the x86-64-v3 build of the loop (depthwise_rows). */
+#pragma GCC optimize("fp-contract=fast")
+
 enum { TAPS_PER_PASS = 64 }; /* taps whose offsets one pass over the channels holds */
 /* Below this many products (taps x channels x output positions) the loop stays on one thread. */
 static const double PARALLEL_MIN_PRODUCTS = 1 << 17;
 
 /* y[c] = start[c] + sum over the n taps of x[x_at[t] + c] * w[w_at[t] + c], four then one
  * 8-channel block at a time in registers (one store per block, not one per tap), then the rest
- * one by one. Each product is rounded before it is added, taps in the order given. */
+ * one by one. Each product is added (fused where the build has FMA), taps in the order given. */
 /* Always inlined: called from each build below, it must be compiled for that build's ISA. start
  * may be y itself (a later pass), so y is not restrict. */
 static inline __attribute__((always_inline)) void taps_sum(float *y, const float *start,
@@ -103,7 +109,7 @@ position_sum(const conv_window *g, const float *x, const float *rows, const floa
 /* OW_BLOCK neighbouring outputs of one row whose taps all lie inside the input along w (the
  * row's in-range depth and height taps: x rows at x_row[i], their first tap's weight row
  * w_row[i]): per 8 channels, each tap's weights are loaded once for all OW_BLOCK outputs, whose
- * sums stay in registers. The same products, rounded alike and added in the same order, as
+ * sums stay in registers. The same products, added alike and in the same order, as
  * position_sum: one load per product instead of two. */
 enum { OW_BLOCK = 8, SLIDE_MAX_K = 5, SLIDE_MAX_OW = 8 };
 static inline __attribute__((always_inline)) void
@@ -184,7 +190,7 @@ HOST_INLINE void slide_span(const int K, const int OW, const float *x, const flo
  * in whole 8-float vectors, the outputs whose taps all lie inside the input along w go through
  * slide_block (kernels 3 and 5 wide at stride 1 along w) or OW_BLOCK at a time through
  * interior_block; the rest, and every other geometry, take position_sum. */
-HOST_CLONES
+HOST_CLONES_FMA
 static void depthwise_rows(const conv_window *g, const float *x, const float *rows,
                            const float *bias, const mx_host_tensor *out_view, long first,
                            long last) {
