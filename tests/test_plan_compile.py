@@ -124,29 +124,36 @@ def runs_of(line, kind):
     return int(re.search(rf"\(failed \d+, compiled (\d+), eager (\d+)\)", line)
                .group(1 if kind == "compiled" else 2))
 
+def trial_runs():
+    """PLAN_TRIAL_RUNS, read from src/plan/plan.h (its one home)."""
+    with open(os.path.join(HERE, "..", "src", "plan", "plan.h")) as f:
+        return int(re.search(r"PLAN_TRIAL_RUNS = (\d+)", f.read()).group(1))
+
+
 def test_path_trial_times_both_paths_then_keeps_one():
-    """After the tracing run, 3 eager and 3 compiled runs alternate; the summary records both
-    paths' fastest runs and the choice (eager only when at least 10% faster), every run's output matches
-    ORT's CPU provider, and later runs all take the chosen path."""
-    runs = 12
-    [g] = run_verbose(elementwise_chain(), [(64, 64)] * runs,
+    """After the tracing run, PLAN_TRIAL_RUNS eager and as many compiled runs alternate; the
+    summary records both paths' fastest runs and the choice (eager only when at least 10%
+    faster), every run's output matches ORT's CPU provider, and later runs all take the chosen
+    path."""
+    n, after = trial_runs(), 5
+    [g] = run_verbose(elementwise_chain(), [(64, 64)] * (1 + 2 * n + after),
                       env={"ONNXRUNTIME_EP_MLX_NO_PATH_TRIAL": "0"})
-    m = re.search(r"path trial: eager ([\d.]+) ms, compiled ([\d.]+) ms \(fastest of 3\)", g)
+    m = re.search(rf"path trial: eager ([\d.]+) ms, compiled ([\d.]+) ms \(fastest of {n}\)", g)
     assert m, g
     eager_won = float(m.group(1)) < float(m.group(2)) * 0.90  # src/plan/plan.h's margin
     assert stat(g, "fallbacks") == 0 and stat(g, "misses") == 1
-    # run 1 traces; runs 2-7 alternate; the other 5 take the winner
+    # run 1 traces; the next 2n alternate; the last `after` take the winner
     if eager_won:
         assert "path shapeless->eager" in g
-        assert runs_of(g, "eager") == 3 + 5 and runs_of(g, "compiled") == 1 + 3
+        assert runs_of(g, "eager") == n + after and runs_of(g, "compiled") == 1 + n
     else:
         assert "path shapeless (path trial" in g
-        assert runs_of(g, "eager") == 3 and runs_of(g, "compiled") == 1 + 3 + 5
+        assert runs_of(g, "eager") == n and runs_of(g, "compiled") == 1 + n + after
 
 
 def test_path_trial_ignores_tracing_runs_of_new_shapes():
     """Keyed variants: a compiled run that traced a new shape is not a timing sample."""
-    shapes = [(4, 4), (4, 4), (8, 8), (4, 4), (8, 8), (4, 4), (8, 8), (4, 4), (8, 8), (4, 4)]
+    shapes = [(4, 4), (4, 4), (8, 8)] + [(4, 4), (8, 8)] * (2 * trial_runs())
     [g] = run_verbose(elementwise_chain(), shapes,
                       env={"ONNXRUNTIME_EP_MLX_NO_PATH_TRIAL": "0",
                            "ONNXRUNTIME_EP_MLX_NO_SHAPELESS": "1"})

@@ -49,11 +49,13 @@ typedef struct plan_config {
  * rest of the session when its fastest run is at least PLAN_TRIAL_EAGER_MARGIN percent below the
  * compiled one. MLX's fused CPU kernels are not always faster than its eager ones
  * (docs/BENCHMARKS.md), and only a measurement on the machine can tell; the margin keeps a close
- * call, which three runs on a busy machine decide by noise, on the compiled path (MiniLM b1 took
- * eager in one `make bench` of four and ran 5 ms slower; comparing medians, at a 5% margin and
- * then at 10%, still in one of three on 2026-12-03; the fastest runs compare what the paths
- * cost, where neighbours only add time). */
-enum { PLAN_TRIAL_RUNS = 3, PLAN_TRIAL_EAGER_MARGIN = 10 };
+ * call, which a few runs on a busy machine decide by noise, on the compiled path (MiniLM b1 took
+ * eager in one `make bench` of four and ran 5 ms slower; comparing medians of three, at a 5%
+ * margin and then at 10%, still in one of three on 2026-12-03; the fastest of three, with 10%,
+ * in two of five for MiniLM b1 or rec, which eager costs 5-7%). The fastest runs compare what
+ * the paths cost, where neighbours only add time; five of each give a quiet moment more chances
+ * to fall in both. */
+enum { PLAN_TRIAL_RUNS = 5, PLAN_TRIAL_EAGER_MARGIN = 10 };
 /* At most this many values key one plan's variants (more: the plan runs eagerly). */
 enum { PLAN_MAX_KEYS = 16 };
 typedef struct plan_trial {
