@@ -26,6 +26,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <dlfcn.h>
@@ -351,25 +352,22 @@ class HostKernel : public mc::UnaryPrimitive {
      * would be replayed and dispatched on every Run, for inputs that are almost always
      * contiguous already. Layouts are known here, before the task runs: MLX fixes them when it
      * allocates. */
-    std::vector<mc::array> dense;
-    std::vector<int> dense_of;
+    std::vector<std::pair<size_t, mc::array>> dense; /* input index, its row-major copy */
     for (size_t i = 0; i < inputs.size(); i++) {
       if (flags_ & MX_HOST_STRIDED_INPUTS || inputs[i].flags().row_contiguous) continue;
       mc::array d(inputs[i].shape(), inputs[i].dtype(), nullptr, {});
       d.set_data(mc::allocator::malloc(d.nbytes()));
-      dense.push_back(std::move(d));
-      dense_of.push_back(static_cast<int>(i));
+      dense.emplace_back(i, std::move(d));
     }
     auto &encoder = mc::cpu::get_command_encoder(stream());
-    encoder.dispatch([ins = inputs, dense = std::move(dense), dense_of = std::move(dense_of), out,
-                      fn = fn_, params = params_, epilogue = epilogue_,
-                      epilogue_params = epilogue_params_]() mutable {
+    encoder.dispatch([ins = inputs, dense = std::move(dense), out, fn = fn_, params = params_,
+                      epilogue = epilogue_, epilogue_params = epilogue_params_]() mutable {
       std::vector<const mc::array *> use;
       use.reserve(ins.size());
       for (const auto &a : ins) use.push_back(&a);
-      for (size_t k = 0; k < dense.size(); k++) {
-        copy_row_major(ins[dense_of[k]], dense[k]);
-        use[dense_of[k]] = &dense[k];
+      for (auto &[i, copy] : dense) {
+        copy_row_major(ins[i], copy);
+        use[i] = &copy;
       }
       std::vector<mx_host_tensor> views;
       views.reserve(use.size());

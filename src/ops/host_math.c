@@ -92,9 +92,8 @@ HOST_INLINE void erf8n(f32x8 *x, const int n, const fm_constants *c) {
   for (int i = 4; i >= 0; i--) FOR_LANES(n, small[l] = small[l] * z[l] + ERF_SMALL[i]);
   FOR_LANES(n, small[l] = small[l] * x[l]);
   FOR_LANES(n, a[l] = (f32x8)((i32x8)x[l] & ~sign));
-  FOR_LANES(n, q[l] = select8(a[l] > 4.0f, splat8(4.0f), a[l]) - 1.0f);
   f32x8 u[LANES_MAX];
-  FOR_LANES(n, u[l] = q[l]);
+  FOR_LANES(n, u[l] = select8(a[l] > 4.0f, splat8(4.0f), a[l]) - 1.0f);
   FOR_LANES(n, q[l] = splat8(ERF_LARGE[6]));
   for (int i = 5; i >= 0; i--) FOR_LANES(n, q[l] = q[l] * u[l] + ERF_LARGE[i]);
   exp8n(q, n, c);
@@ -122,8 +121,10 @@ HOST_INLINE float lanes_max(f32x8 v) {
 
 /* --- the kernels -------------------------------------------------------------------------- */
 typedef enum hm_kind { HM_SOFTMAX, HM_LAYER_NORM, HM_ERF, HM_GELU, HM_SIGMOID, HM_SWISH } hm_kind;
-/* the kinds computed element by element */
-static bool elementwise_kind(hm_kind k) { return k >= HM_ERF; }
+/* the kinds computed element by element (the others row by row) */
+static bool elementwise_kind(hm_kind k) {
+  return k == HM_ERF || k == HM_GELU || k == HM_SIGMOID || k == HM_SWISH;
+}
 
 typedef struct hm_params {
   hm_kind kind;
