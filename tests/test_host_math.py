@@ -86,6 +86,37 @@ def test_layer_norm_last_axis(shape, bias, capfd):
     run_checked(model, {"x": x}, "LayerNormalization", capfd, rtol=1e-4, atol=1e-5)
 
 
+SKIP = "host kernel, the Add before it folded in (CPU)"
+SKIP_CASES = {  # id: (x shape, the Add's second operand's shape, also return the sum, folded)
+    "residual": ((2, 3, 8), (2, 3, 8), False, True),
+    "remainder": ((3, 5, 13), (3, 5, 13), False, True),
+    "split-rows": ((128, 384), (128, 384), False, True),
+    "broadcast-row": ((4, 16), (16,), False, False),
+    "sum-returned": ((4, 16), (4, 16), True, False),
+}
+
+
+@pytest.mark.parametrize("case", list(SKIP_CASES))
+def test_layer_norm_of_a_residual_sum(case, capfd):
+    """A transformer's residual Add before its LayerNormalization is added inside the layer
+    norm's kernel, when the Add's operands have its shape and nothing else reads the sum."""
+    shape, other, returned, folded = SKIP_CASES[case]
+    d = shape[-1]
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Neg", ["r"], ["b"]),
+             helper.make_node("Add", ["a", "b"], ["sum"]),
+             helper.make_node("LayerNormalization", ["sum", "s", "c"], ["y"], name="n", axis=-1,
+                              epsilon=1e-5)]
+    outputs = [("y", TP.FLOAT, None)] + ([("sum", TP.FLOAT, None)] if returned else [])
+    model = make_model(nodes, [("x", TP.FLOAT, list(shape)), ("r", TP.FLOAT, list(other))],
+                       outputs, initializers=[("s", rand((d,), low=0.5, high=1.5, seed=5)),
+                                              ("c", rand((d,), seed=6))])
+    feeds = {"x": rand(shape, low=-3, high=5, seed=7), "r": rand(other, seed=8)}
+    got, ref, err = harness.run_with_paths(model, feeds, capfd)
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-5)
+    assert f"node 'n' (LayerNormalization): {SKIP if folded else HOST}" in err
+
+
 @pytest.mark.parametrize("n", [1, 7, 8, 9, 196608 + 5])
 def test_erf(n, capfd):
     x = rand((n,), low=-4, high=4, seed=8)

@@ -331,7 +331,7 @@ static int translate_add(tr_ctx *t, const ir_node *n, const op_row *r) {
                    mx_ndim(scale) == 1 && mx_ndim(bias) == 1 &&
                    mx_dim(scale, 0) == mx_dim(x, -1) && mx_dim(bias, 0) == mx_dim(x, -1);
     if (vectors) {
-      TR_TRY(hm_layer_norm_last(t, x, scale, bias, ln.eps, &y));
+      TR_TRY(hm_layer_norm_last(t, x, NULL, scale, bias, ln.eps, &y));
       tr_note_path(t, "last of a layer normalisation's nine nodes: one host kernel (CPU)");
       return tr_out_cast(t, 0, y);
     }

@@ -135,6 +135,7 @@ typedef struct hm_params {
    * mask_stride[i] (0 where the mask broadcasts). */
   float scale;
   bool masked;
+  bool skip; /* layer norm: x is the sum of its first input and its last */
   int n_lead;
   int lead[MX_MAX_RANK];
   long mask_stride[MX_MAX_RANK];
@@ -143,6 +144,7 @@ typedef struct hm_params {
 typedef struct hm_job {
   const hm_params *p;
   const float *x, *aux[2]; /* layer norm's scale and bias (or NULL), softmax's mask (or NULL) */
+  const float *skip;        /* layer norm: added to x first (or NULL) */
   float *y;
   int parts;
 } hm_job;
@@ -157,82 +159,96 @@ static long mask_offset(const hm_params *p, long r) {
   return at;
 }
 
-/* Rows [first, first + rows) of softmax(x * scale + mask): the first pass writes the scaled,
- * masked row to y and finds its maximum, the second exponentiates in place and sums, the third
- * scales by the sum's reciprocal. */
+/* One row of softmax(x * scale + mask) (mask NULL: none), y may be x: the first pass writes the
+ * scaled, masked row to y and finds its maximum, the second exponentiates in place and sums, the
+ * third scales by the sum's reciprocal. */
 HOST_CLONES_FMA
-static void softmax_rows(const hm_params *p, const float *x, const float *mask, float *y,
-                         long first, long rows) {
+void hm_softmax_row(const float *x, float *y, long cols, float scale, const float *m) {
   fm_constants c = constants();
-  long cols = p->cols, full = cols - cols % 8;
+  long full = cols - cols % 8;
   int tail = (int)(cols % 8);
-  x += first * cols, y += first * cols;
-  for (long r = first; r < first + rows; r++, x += cols, y += cols) {
-    const float *m = p->masked ? mask + mask_offset(p, r) : NULL;
-    f32x8 m8 = splat8(-INFINITY), v, b;
-    for (long i = 0; i < full; i += 8) {
-      LOAD8(v, x + i);
-      v = v * p->scale;
-      if (m) LOAD8(b, m + i), v = v + b;
-      STORE8(y + i, v);
-      m8 = select8(v > m8, v, m8);
-    }
-    float top = lanes_max(m8);
-    for (long i = full; i < cols; i++) {
-      y[i] = x[i] * p->scale + (m ? m[i] : 0.0f);
-      top = y[i] > top ? y[i] : top;
-    }
-    f32x8 s8 = splat8(0.0f), e[LANES_MAX];
-    long i = 0;
-    for (; i + 8 * LANES_MAX <= full; i += 8 * LANES_MAX) {
-      FOR_LANES(LANES_MAX, (LOAD8(e[l], y + i + 8 * l), e[l] = e[l] - top));
-      exp8n(e, LANES_MAX, &c);
-      FOR_LANES(LANES_MAX, (STORE8(y + i + 8 * l, e[l]), s8 = s8 + e[l]));
-    }
-    for (; i < full; i += 8) {
-      LOAD8(e[0], y + i);
-      e[0] = e[0] - top;
-      exp8n(e, 1, &c);
-      STORE8(y + i, e[0]);
-      s8 = s8 + e[0];
-    }
-    if (tail) {
-      e[0] = load_part(y + full, tail, top) - top;
-      exp8n(e, 1, &c);
-      memcpy(y + full, &e[0], (size_t)tail * sizeof *y);
-    }
-    float s = lanes_sum(s8);
-    for (long i = full; i < cols; i++) s += y[i];
-    float inv = 1.0f / s;
-    for (long i = 0; i < full; i += 8) LOAD8(v, y + i), v = v * inv, STORE8(y + i, v);
-    for (long i = full; i < cols; i++) y[i] = y[i] * inv;
+  f32x8 m8 = splat8(-INFINITY), v, b;
+  for (long i = 0; i < full; i += 8) {
+    LOAD8(v, x + i);
+    v = v * scale;
+    if (m) LOAD8(b, m + i), v = v + b;
+    STORE8(y + i, v);
+    m8 = select8(v > m8, v, m8);
   }
+  float top = lanes_max(m8);
+  for (long i = full; i < cols; i++) {
+    y[i] = x[i] * scale + (m ? m[i] : 0.0f);
+    top = y[i] > top ? y[i] : top;
+  }
+  f32x8 s8 = splat8(0.0f), e[LANES_MAX];
+  long i = 0;
+  for (; i + 8 * LANES_MAX <= full; i += 8 * LANES_MAX) {
+    FOR_LANES(LANES_MAX, (LOAD8(e[l], y + i + 8 * l), e[l] = e[l] - top));
+    exp8n(e, LANES_MAX, &c);
+    FOR_LANES(LANES_MAX, (STORE8(y + i + 8 * l, e[l]), s8 = s8 + e[l]));
+  }
+  for (; i < full; i += 8) {
+    LOAD8(e[0], y + i);
+    e[0] = e[0] - top;
+    exp8n(e, 1, &c);
+    STORE8(y + i, e[0]);
+    s8 = s8 + e[0];
+  }
+  if (tail) {
+    e[0] = load_part(y + full, tail, top) - top;
+    exp8n(e, 1, &c);
+    memcpy(y + full, &e[0], (size_t)tail * sizeof *y);
+  }
+  float s = lanes_sum(s8);
+  for (long i = full; i < cols; i++) s += y[i];
+  float inv = 1.0f / s;
+  for (long i = 0; i < full; i += 8) LOAD8(v, y + i), v = v * inv, STORE8(y + i, v);
+  for (long i = full; i < cols; i++) y[i] = y[i] * inv;
 }
 
+/* Rows [first, first + rows) of softmax(x * scale + mask). */
+static void softmax_rows(const hm_params *p, const float *x, const float *mask, float *y,
+                         long first, long rows) {
+  long cols = p->cols;
+  x += first * cols, y += first * cols;
+  for (long r = first; r < first + rows; r++, x += cols, y += cols)
+    hm_softmax_row(x, y, cols, p->scale, p->masked ? mask + mask_offset(p, r) : NULL);
+}
+
+/* Rows of layer normalisation of x, or of x + skip when skip is not NULL: the sum is written to
+ * y first (rounded once, as an Add before it would) and normalised there in place. */
 HOST_CLONES_FMA
-static void layer_norm_rows(const float *x, const float *scale, const float *bias, float *y,
-                            long rows, long cols, float eps) {
+static void layer_norm_rows(const float *x, const float *skip, const float *scale,
+                            const float *bias, float *y, long rows, long cols, float eps) {
   long full = cols - cols % 8;
   for (long r = 0; r < rows; r++, x += cols, y += cols) {
     f32x8 s8 = splat8(0.0f), v, d;
-    for (long i = 0; i < full; i += 8) LOAD8(v, x + i), s8 = s8 + v;
+    const float *in = x;
+    if (skip) {
+      f32x8 w;
+      for (long i = 0; i < full; i += 8)
+        LOAD8(v, x + i), LOAD8(w, skip + i), v = v + w, STORE8(y + i, v);
+      for (long i = full; i < cols; i++) y[i] = x[i] + skip[i];
+      in = y, skip += cols;
+    }
+    for (long i = 0; i < full; i += 8) LOAD8(v, in + i), s8 = s8 + v;
     float sum = lanes_sum(s8);
-    for (long i = full; i < cols; i++) sum += x[i];
+    for (long i = full; i < cols; i++) sum += in[i];
     float mean = sum / (float)cols;
     s8 = splat8(0.0f);
-    for (long i = 0; i < full; i += 8) LOAD8(v, x + i), d = v - mean, s8 = s8 + d * d;
+    for (long i = 0; i < full; i += 8) LOAD8(v, in + i), d = v - mean, s8 = s8 + d * d;
     float sq = lanes_sum(s8);
-    for (long i = full; i < cols; i++) sq += (x[i] - mean) * (x[i] - mean);
+    for (long i = full; i < cols; i++) sq += (in[i] - mean) * (in[i] - mean);
     float inv = 1.0f / sqrtf(sq / (float)cols + eps);
     for (long i = 0; i < full; i += 8) {
       f32x8 g, b = splat8(0.0f);
-      LOAD8(v, x + i), LOAD8(g, scale + i);
+      LOAD8(v, in + i), LOAD8(g, scale + i);
       if (bias) LOAD8(b, bias + i);
       v = (v - mean) * inv * g + b;
       STORE8(y + i, v);
     }
     for (long i = full; i < cols; i++)
-      y[i] = (x[i] - mean) * inv * scale[i] + (bias ? bias[i] : 0.0f);
+      y[i] = (in[i] - mean) * inv * scale[i] + (bias ? bias[i] : 0.0f);
   }
 }
 
@@ -294,14 +310,17 @@ static void run_part(void *arg, int part) {
   }
   long at = start * p->cols;
   if (p->kind == HM_SOFTMAX) softmax_rows(p, job->x, job->aux[0], job->y, start, count);
-  else layer_norm_rows(job->x + at, job->aux[0], job->aux[1], job->y + at, count, p->cols, p->eps);
+  else
+    layer_norm_rows(job->x + at, job->skip ? job->skip + at : NULL, job->aux[0], job->aux[1],
+                    job->y + at, count, p->cols, p->eps);
 }
 
 static void host_math(const mx_host_tensor *in, int n_in, const mx_host_tensor *out,
                       const void *params) {
   const hm_params *p = params;
-  hm_job job = {p, in[0].data, {n_in > 1 ? in[1].data : NULL, n_in > 2 ? in[2].data : NULL},
-                (float *)out->data, 1};
+  int aux = p->skip ? n_in - 1 : n_in; /* the skip comes last */
+  hm_job job = {p, in[0].data, {aux > 1 ? in[1].data : NULL, aux > 2 ? in[2].data : NULL},
+                p->skip ? in[n_in - 1].data : NULL, (float *)out->data, 1};
   if (p->rows * p->cols >= PARALLEL_MIN_ELEMENTS) job.parts = workers_available();
   workers_run(run_part, &job, job.parts);
 }
@@ -345,11 +364,14 @@ int hm_softmax_last(tr_ctx *t, mx_array x, float scale, mx_array mask, mx_array 
   return build(t, p, mask ? "scaled, masked softmax" : "softmax", ins, mask ? 2 : 1, y);
 }
 
-int hm_layer_norm_last(tr_ctx *t, mx_array x, mx_array scale, mx_array bias, float eps,
-                       mx_array *y) {
-  mx_array ins[3] = {x, scale, bias};
-  return build(t, (hm_params){HM_LAYER_NORM, 0, 0, eps}, "layer normalization", ins,
-               bias ? 3 : 2, y);
+int hm_layer_norm_last(tr_ctx *t, mx_array x, mx_array skip, mx_array scale, mx_array bias,
+                       float eps, mx_array *y) {
+  mx_array ins[4] = {x, scale};
+  int n = 2;
+  if (bias) ins[n++] = bias;
+  if (skip) ins[n++] = skip;
+  hm_params p = {HM_LAYER_NORM, .eps = eps, .skip = skip != NULL};
+  return build(t, p, skip ? "layer normalization of a sum" : "layer normalization", ins, n, y);
 }
 
 int hm_erf(tr_ctx *t, mx_array x, mx_array *y) {

@@ -22,10 +22,15 @@ bool hm_enabled(void);
 /* softmax over x's last axis of x * scale, plus mask when not NULL: a float32 array whose axes
  * align with x's trailing ones, each 1 or x's, the last x's own (the caller checks) */
 int hm_softmax_last(tr_ctx *t, mx_array x, float scale, mx_array mask, mx_array *y);
-/* (x - mean) / sqrt(var + eps) * scale + bias over x's last axis; scale and bias (bias may be
- * NULL) are float32 vectors of the last axis's length (the caller checks). */
-int hm_layer_norm_last(tr_ctx *t, mx_array x, mx_array scale, mx_array bias, float eps,
-                       mx_array *y);
+/* One row of that softmax, for kernels that compute rows themselves (attention_cpu.c): y[0:cols]
+ * from x[0:cols] (y may be x) and mask[0:cols] (NULL: none). */
+void hm_softmax_row(const float *x, float *y, long cols, float scale, const float *mask);
+/* (x - mean) / sqrt(var + eps) * scale + bias over x's last axis, of x + skip when skip is not
+ * NULL (a float32 array of x's shape: the residual sum before a transformer's layer norms);
+ * scale and bias (bias may be NULL) are float32 vectors of the last axis's length (the caller
+ * checks). */
+int hm_layer_norm_last(tr_ctx *t, mx_array x, mx_array skip, mx_array scale, mx_array bias,
+                       float eps, mx_array *y);
 /* erf, element by element */
 int hm_erf(tr_ctx *t, mx_array x, mx_array *y);
 /* x * (1 + erf(x / sqrt 2)) * 0.5, element by element (Gelu, approximate='none') */

@@ -176,6 +176,22 @@ bool hp_layer_norm_of(tr_ctx *t, const ir_node *n, hp_layer_norm *ln) {
   return false;
 }
 
+static bool same_shape(mx_array a, mx_array b) {
+  if (!a || !b || mx_ndim(a) != mx_ndim(b)) return false;
+  for (int i = 0; i < mx_ndim(a); i++)
+    if (mx_shape(a)[i] != mx_shape(b)[i]) return false;
+  return true;
+}
+
+bool hp_sum_of(tr_ctx *t, int v, int *a, int *b) {
+  const ir_node *add = producer(t, v, "Add");
+  if (!add || !inner(t, v) || !t->values[v]) return false;
+  *a = add->inputs[0], *b = add->inputs[1];
+  mx_array x = t->values[*a], y = t->values[*b];
+  return x && y && mx_dtype_of(x) == MX_FLOAT32 && mx_dtype_of(y) == MX_FLOAT32 &&
+         same_shape(x, t->values[v]) && same_shape(y, t->values[v]);
+}
+
 /* mask may be added to scores: float32, its axes aligned with scores' trailing ones, each 1 or
  * the scores', the last one whole (a row of the softmax). */
 static bool mask_fits(mx_array mask, mx_array scores) {
@@ -213,6 +229,21 @@ void hp_softmax_input_of(tr_ctx *t, const ir_node *softmax, hp_softmax_input *in
     in->scores = p->inputs[i], in->scale = (float)(mul ? c : 1.0 / c);
     return;
   }
+}
+
+bool hp_attention_of(tr_ctx *t, const ir_node *n, hp_attention *a) {
+  const ir_node *softmax = producer(t, n->inputs[0], "Softmax");
+  if (!softmax || !inner(t, n->inputs[0]) || !t->values[softmax->inputs[0]]) return false;
+  int rank = mx_ndim(t->values[softmax->inputs[0]]);
+  int64_t axis = ir_attr_int(softmax, "axis", softmax->since_version < 13 ? 1 : -1);
+  if (axis != -1 && axis != rank - 1) return false; /* coerced to 2-D, this is the last too */
+  hp_softmax_input in;
+  hp_softmax_input_of(t, softmax, &in);
+  const ir_node *mm = producer(t, in.scores, "MatMul");
+  if (!mm || !inner(t, in.scores) || !t->values[mm->inputs[0]] || !t->values[mm->inputs[1]])
+    return false;
+  *a = (hp_attention){mm->inputs[0], mm->inputs[1], n->inputs[1], in.mask, in.scale};
+  return true;
 }
 
 /* --- elementwise chains ------------------------------------------------------------------- */

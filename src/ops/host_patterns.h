@@ -36,6 +36,10 @@ typedef struct hp_layer_norm {
 } hp_layer_norm;
 bool hp_layer_norm_of(tr_ctx *t, const ir_node *n, hp_layer_norm *ln);
 
+/* When value v is a + b, an Add of two float32 values of v's own shape (neither broadcasts) that
+ * nothing else reads, and v no graph output: a's and b's value indices. */
+bool hp_sum_of(tr_ctx *t, int v, int *a, int *b);
+
 /* What a Softmax's input folds in: the input is scores * scale (a Mul by a one-element constant,
  * or a Div by one), plus mask when mask is not IR_NONE (an Add of a float32 value whose axes align
  * with the scores' trailing ones, each 1 or the scores', the last one whole). Either step may be
@@ -45,6 +49,15 @@ typedef struct hp_softmax_input {
   float scale;
 } hp_softmax_input;
 void hp_softmax_input_of(tr_ctx *t, const ir_node *softmax, hp_softmax_input *in);
+
+/* When node n (a MatMul) multiplies Softmax(MatMul(q, kt) [* scale] [+ mask]) over the last axis
+ * by v, the softmax's input as hp_softmax_input_of finds it, with every inner value read only
+ * inside: the value indices of q, kt and v, mask (or IR_NONE) and the scale. */
+typedef struct hp_attention {
+  int q, kt, v, mask;
+  float scale;
+} hp_attention;
+bool hp_attention_of(tr_ctx *t, const ir_node *n, hp_attention *a);
 
 /* The elementwise chain that ends at node n: steps with one-element float constants on one
  * float32 value (host_chain.h), the first applied to `input`. Found when n is such a step (or

@@ -7,9 +7,13 @@
  * 9) are declined with a reason rather than computed in float32, which would round large values.
  * As in ONNX Runtime, beta == 0 drops C entirely (so infinities in C do not become NaNs).
  */
+#include "ops/attention_cpu.h"
 #include "ops/families.h"
+#include "ops/host_patterns.h"
 #include "ops/matmul_cpu.h"
 #include "plan/translate.h"
+
+#include <string.h>
 
 /* --- shared helpers ---------------------------------------------------------------------- */
 /* Integer products are declined: MLX's matmul takes float16, bfloat16 and float32 only. */
@@ -54,6 +58,25 @@ static int prepare_matmul(tr_ctx *t, const ir_node *n, const op_row *r) {
   return packed ? tr_keep_derived(t, 0, packed) : MX_OK;
 }
 
+/* Whether value v is read by one Transpose alone, one that swaps axes 1 and 2 of four (the heads
+ * of attention's output merged back next to its rows), and is no graph output. */
+static bool read_by_head_merge(const tr_ctx *t, int v) {
+  const ir_value *val = &t->g->values[v];
+  if (val->readers != 1 || val->is_graph_output || val->first_readers[0] == IR_NONE) return false;
+  const ir_node *r = &t->g->nodes[val->first_readers[0]];
+  const ir_attr *perm = ir_find_attr(r, "perm");
+  static const int64_t swap12[4] = {0, 2, 1, 3};
+  return strcmp(r->op_type, "Transpose") == 0 && r->domain[0] == 0 && perm &&
+         perm->type == IR_ATTR_INTS && perm->count == 4 &&
+         memcmp(perm->ints, swap12, sizeof swap12) == 0;
+}
+
+/* The node ends attention spelled in nodes (host_patterns.c) that one host kernel runs. */
+static bool attention_at(tr_ctx *t, const ir_node *n, hp_attention *at) {
+  return hp_attention_of(t, n, at) &&
+         attention_cpu_applies(t, t->values[at->q], t->values[at->kt], tr_in(t, 1));
+}
+
 static int translate_matmul(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)n, (void)r;
   mx_array a = tr_in(t, 0), b = tr_in(t, 1), packed = tr_derived(t, 0), y;
@@ -61,6 +84,16 @@ static int translate_matmul(tr_ctx *t, const ir_node *n, const op_row *r) {
   if (matmul_cpu_applies(t, a, b, packed)) {
     TR_TRY(matmul_cpu_build(t, a, b, packed, NULL, &y));
     tr_note_path(t, "packed weight (CPU)");
+    return tr_out(t, 0, y);
+  }
+  hp_attention at;
+  if (attention_at(t, n, &at)) {
+    bool merge = read_by_head_merge(t, n->outputs[0]);
+    mx_array mask = at.mask != IR_NONE ? t->values[at.mask] : NULL;
+    TR_TRY(attention_cpu_build(t, t->values[at.q], t->values[at.kt], b, mask, at.scale, merge,
+                               &y));
+    tr_note_path(t, merge ? "attention in one kernel, heads merged (CPU)"
+                          : "attention in one kernel (CPU)");
     return tr_out(t, 0, y);
   }
   if (matmul_cpu_batched_applies(t, a, b)) {

@@ -91,13 +91,11 @@ typedef struct bm_job {
   int parts;
 } bm_job;
 
-/* Where operand t's matrix for batch item `item` starts: its batch axes align with the output's
- * trailing ones; an axis of size 1 broadcasts. */
-static long item_offset(const mx_host_tensor *t, const bm_geometry *g, long item) {
+long mm_item_offset(const mx_host_tensor *t, int n_batch, const int *batch, long item) {
   long at = 0;
-  for (int i = g->n_batch - 1, j = t->ndim - 3; i >= 0; i--, j--) {
-    long index = item % g->batch[i];
-    item /= g->batch[i];
+  for (int i = n_batch - 1, j = t->ndim - 3; i >= 0; i--, j--) {
+    long index = item % batch[i];
+    item /= batch[i];
     if (j >= 0 && t->shape[j] != 1) at += index * t->strides[j];
   }
   return at;
@@ -110,10 +108,12 @@ static void batched_part(void *arg, int part) {
   long first, last;
   workers_range(g->items, j->parts, part, &first, &last);
   for (long item = first; item < last; item++)
-    ep_sgemm(g->m, g->n, g->k, 1.0f, (const float *)a->data + item_offset(a, g, item),
+    ep_sgemm(g->m, g->n, g->k, 1.0f,
+             (const float *)a->data + mm_item_offset(a, g->n_batch, g->batch, item),
              a->strides[a->ndim - 2], a->strides[a->ndim - 1],
-             (const float *)b->data + item_offset(b, g, item), b->strides[b->ndim - 2],
-             b->strides[b->ndim - 1], 0.0f, j->c + item * (long)g->m * g->n, g->n);
+             (const float *)b->data + mm_item_offset(b, g->n_batch, g->batch, item),
+             b->strides[b->ndim - 2], b->strides[b->ndim - 1], 0.0f,
+             j->c + item * (long)g->m * g->n, g->n);
 }
 
 /* Items split over the cores, each product on one thread (a product called from a part finds

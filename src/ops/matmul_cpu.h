@@ -27,4 +27,9 @@ int matmul_cpu_build(tr_ctx *t, mx_array a, mx_array w, mx_array packed, mx_arra
 bool matmul_cpu_batched_applies(const tr_ctx *t, mx_array a, mx_array b);
 int matmul_cpu_batched_build(tr_ctx *t, mx_array a, mx_array b, mx_array *y);
 
+/* Where operand t's matrix (its last two axes) for batch item `item` starts, in elements: item
+ * counts row-major over batch[0:n_batch], the output's batch axes, with which t's other axes
+ * align at the end; an axis of size 1 broadcasts. */
+long mm_item_offset(const mx_host_tensor *t, int n_batch, const int *batch, long item);
+
 #endif

@@ -16,6 +16,7 @@
  */
 #include "ops/families.h"
 #include "ops/host_math.h"
+#include "ops/host_patterns.h"
 #include "plan/translate.h"
 
 #include <math.h>
@@ -125,8 +126,11 @@ static int translate_layer_norm(tr_ctx *t, const ir_node *n, const op_row *r) {
   if (fast_path_ok(t, n, rank, axis)) {
     int cols = mx_dim(x, -1);
     if (hm_applies(t, x) && mx_dim(scale, 0) == cols && (!bias || mx_dim(bias, 0) == cols)) {
-      TR_TRY(hm_layer_norm_last(t, x, scale, bias, eps, &y));
-      tr_note_path(t, "host kernel (CPU)");
+      int a, b; /* x = a + b, the residual sum: the kernel adds them itself */
+      bool sum = hp_sum_of(t, n->inputs[0], &a, &b);
+      TR_TRY(hm_layer_norm_last(t, sum ? t->values[a] : x, sum ? t->values[b] : NULL, scale, bias,
+                                eps, &y));
+      tr_note_path(t, sum ? "host kernel, the Add before it folded in (CPU)" : "host kernel (CPU)");
     } else {
       TR_TRY(mx_layer_norm(t->mx, &y, x, scale, bias, eps));
     }
