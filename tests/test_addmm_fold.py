@@ -1,6 +1,7 @@
 """A matrix product's bias folded into one addmm on the CPU device (src/ops/elementwise.c's Add,
 src/ops/math.c's Gemm; bridge: mx_fold_into_product), or, for a MatMul whose constant weight was
-packed once (src/ops/matmul_cpu.c), into that product's host kernel. Folding happens only where
+packed once (src/ops/matmul_cpu.c), into that product's host kernel; a Gemm by a constant B
+takes that packed product itself, C as its bias row. Folding happens only where
 the graph is built for one shape (eager, or compiled keyed on shapes), only when the MatMul's
 product is read by the Add alone, and only for a float32 bias [N]. Each case is checked against ORT's CPU
 provider, and the verbose summary's node path proves whether the fold happened: correct output
@@ -96,12 +97,18 @@ def test_bias_stays_a_plain_add(case, monkeypatch, capfd):
     assert "path shapeless" in err if case == "shapeless" else "path keyed" in err
 
 
-@pytest.mark.parametrize("c_shape,alpha,beta,folds", [((8,), 1.0, 1.0, True),
-                                                      ((16, 8), 1.0, 1.0, True),
-                                                      ((1, 8), 1.0, 1.0, True),
-                                                      ((8,), 0.5, 1.0, False),
-                                                      ((8,), 1.0, 2.0, False)])
-def test_gemm_with_unit_scales_is_one_addmm(c_shape, alpha, beta, folds, monkeypatch, capfd):
+ROW = "packed weight, C its bias row (CPU)"
+PACKED = "packed weight (CPU)"
+
+
+@pytest.mark.parametrize("c_shape,alpha,beta,folds,packed_note", [
+    ((8,), 1.0, 1.0, True, ROW), ((16, 8), 1.0, 1.0, True, PACKED), ((1, 8), 1.0, 1.0, True, ROW),
+    ((8,), 0.5, 1.0, False, None), ((8,), 1.0, 2.0, False, PACKED)])
+@pytest.mark.parametrize("packed", [True, False], ids=["packed", "mlx-product"])
+def test_gemm_with_unit_scales_is_one_addmm(c_shape, alpha, beta, folds, packed_note, packed,
+                                            monkeypatch, capfd):
+    """Gemm by a constant B takes the packed product (C its bias row where C is one row, else
+    added after), unless alpha is not 1; with MLX's product, unit scales make it one addmm."""
     rng = np.random.default_rng(2)
     inits = [numpy_helper.from_array(rng.standard_normal((8, 24), np.float32), "w"),
              numpy_helper.from_array(rng.standard_normal(c_shape, np.float32), "c")]
@@ -111,13 +118,20 @@ def test_gemm_with_unit_scales_is_one_addmm(c_shape, alpha, beta, folds, monkeyp
     model = harness.make_model(nodes, [("x", TP.FLOAT, (16, 24))], [("y", TP.FLOAT, None)],
                                initializers=inits)
     feeds = {"x": rng.standard_normal((16, 24), np.float32)}
-    err = run(model, feeds, monkeypatch, capfd, KEYED)
-    assert ("node 'gemm' (Gemm): addmm (CPU)" in err) == folds, err[-2000:]
+    err = run(model, feeds, monkeypatch, capfd, KEYED if packed else {**KEYED, **NO_HOST})
+    if packed:
+        assert ("node 'gemm' (Gemm): " + str(packed_note) in err) == bool(packed_note), err[-2000:]
+        assert "(Gemm): addmm" not in err
+    else:
+        assert ("node 'gemm' (Gemm): addmm (CPU)" in err) == folds, err[-2000:]
 
 
-def test_ort_fused_matmul_add_reaches_the_gemm_path(monkeypatch, capfd):
+@pytest.mark.parametrize("packed", [True, False], ids=["packed", "mlx-product"])
+def test_ort_fused_matmul_add_reaches_the_gemm_path(packed, monkeypatch, capfd):
     """With ORT's optimisations on, MatMul + Add arrives as ORT's Gemm (batched left operand
-    reshaped around it), which the Gemm row turns into one addmm."""
+    reshaped around it), which the Gemm row runs as the packed product with C as its bias row,
+    or, with MLX's product, as one addmm."""
     model, feeds = matmul_add((1, 16, 24), (24, 8), (8,))
-    err = run(model, feeds, monkeypatch, capfd, KEYED, ort_fusions=True)
-    assert "(Gemm): addmm (CPU)" in err, err[-2000:]
+    err = run(model, feeds, monkeypatch, capfd, KEYED if packed else {**KEYED, **NO_HOST},
+              ort_fusions=True)
+    assert f"(Gemm): {ROW if packed else 'addmm (CPU)'}" in err, err[-2000:]

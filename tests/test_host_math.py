@@ -581,6 +581,71 @@ def test_matmul_with_a_constant_weight_is_keyed_and_packed(capfd):
     assert "node 'n' (MatMul): packed weight (CPU)" in err and "path keyed" in err, err[-2000:]
 
 
+GEMM_CASES = {  # id: (transB, C shape or None, alpha, beta, the Gemm's note)
+    "bias-row": (0, (24,), 1.0, 1.0, "packed weight, C its bias row (CPU)"),
+    "transB-bias-2d-row": (1, (1, 24), 1.0, 1.0, "packed weight, C its bias row (CPU)"),
+    "no-C": (1, None, 1.0, 1.0, "packed weight (CPU)"),
+    "full-C": (0, ("N", 24), 1.0, 1.0, "packed weight (CPU)"),
+    "column-C": (0, ("N", 1), 1.0, 1.0, "packed weight (CPU)"),
+    "beta": (0, (24,), 1.0, 0.5, "packed weight (CPU)"),
+    "beta-0": (0, (24,), 1.0, 0.0, "packed weight (CPU)"),
+    "alpha": (0, (24,), 2.0, 1.0, None),  # not packed: MLX's product, shapeless
+}
+
+
+@pytest.mark.parametrize("case", list(GEMM_CASES))
+def test_gemm_with_a_constant_b_is_packed(case, capfd):
+    """Gemm by a constant float32 B (ORT's optimiser writes MatMul + Add of a bias this way)
+    takes the packed product, C its bias row where it is one; other C are added after; alpha
+    other than 1 keeps MLX's product (and the group shapeless). Over two batch sizes."""
+    trans_b, c_shape, alpha, beta, note = GEMM_CASES[case]
+    w = rand((24, 48) if trans_b else (48, 24), low=-1, high=1, seed=34)
+    inputs, inits = [("x", TP.FLOAT, ["N", 48])], [("w", w)]
+    gemm_in = ["x", "w"]
+    if c_shape:
+        gemm_in.append("c")
+        if "N" in c_shape:
+            inputs.append(("c", TP.FLOAT, list(c_shape)))
+        else:
+            inits.append(("c", rand(c_shape, seed=35)))
+    nodes = [helper.make_node("Gemm", gemm_in, ["h"], name="n", transB=trans_b, alpha=alpha,
+                              beta=beta),
+             helper.make_node("Neg", ["h"], ["y"], name="neg")]
+    model = make_model(nodes, inputs, [("y", TP.FLOAT, None)], initializers=inits, opset=13)
+    ref = harness.cpu_session(model)
+    capfd.readouterr()
+    s = harness.mlx_session(model, provider_options={"verbose": "1"})
+    for n in (5, 9):
+        feeds = {"x": rand((n, 48), low=-1, high=1, seed=n)}
+        if c_shape and "N" in c_shape:
+            feeds["c"] = rand((n, c_shape[1]), seed=n + 1)
+        np.testing.assert_allclose(s.run(None, feeds)[0], ref.run(None, feeds)[0], rtol=1e-5,
+                                   atol=1e-5)
+    del s
+    gc.collect()
+    err = capfd.readouterr().err
+    if note:
+        assert f"node 'n' (Gemm): {note}" in err and "path keyed" in err, err[-2000:]
+    else:
+        assert "(Gemm): packed" not in err and "path shapeless" in err, err[-2000:]
+
+
+def test_gelu_after_a_gemm_is_its_epilogue(capfd):
+    """ORT's optimiser turns a feed-forward layer's MatMul and bias Add into a Gemm between two
+    Reshapes; the Gelu after it still folds into the packed product."""
+    w = rand((96, 320), low=-0.3, high=0.3, seed=36)
+    nodes = [helper.make_node("MatMul", ["t", "w"], ["p"], name="mm"),
+             helper.make_node("Add", ["p", "bias"], ["x"], name="bias")] + gelu_nodes("div")
+    model = make_model(nodes, [("t", TP.FLOAT, [2, 64, 96])], [("y", TP.FLOAT, None)],
+                       initializers=GELU_CONSTS + [("w", w), ("bias", rand((320,), seed=37))],
+                       opset=13)
+    got, ref, err = harness.run_with_paths(model, {"t": rand((2, 64, 96), low=-2, high=2, seed=38)},
+                                           capfd)
+    np.testing.assert_allclose(got[0], ref[0], rtol=2e-6, atol=2e-6)
+    assert "(Gemm): packed weight, C its bias row (CPU)" in err, err[-2000:]
+    assert f"node 'n' (Mul): {GELU_EPILOGUE}" in err, err[-2000:]
+
+
 GELU_EPILOGUE = "last of a Gelu's five nodes: the epilogue of the kernel computing its input (CPU)"
 
 

@@ -139,7 +139,43 @@ static bool claim_gemm(const ir_graph *g, const ir_node *n, const op_row *r, op_
   return true;
 }
 
-/* alpha * (A' B') + beta * C. MLX's addmm broadcasts C to the product's shape with a fixed
+/* Gemm's B as the product's right operand: B, or its transpose (a view) with transB. */
+static int gemm_b(tr_ctx *t, const ir_node *n, mx_array *b) {
+  static const int swap[2] = {1, 0};
+  *b = tr_in(t, 1);
+  if (!ir_attr_int(n, "transB", 0)) return MX_OK;
+  return mx_transpose(t->mx, b, *b, swap, 2);
+}
+
+/* A constant float32 B with alpha = 1: packed once for the CPU device's product, as MatMul's. */
+static op_compile_class gemm_class(const ir_graph *g, const ir_node *n) {
+  const ir_value *b = ir_input(g, n, 1);
+  return b && b->rank == 2 && b->elem_type == IR_FLOAT && op_input_is_const(g, n, 1) &&
+                 ir_attr_float(n, "alpha", 1.0f) == 1.0f
+             ? OP_SHAPELESS_GPU
+             : OP_SHAPELESS;
+}
+
+static int prepare_gemm(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)r;
+  mx_array b, packed;
+  if (!tr_input_is_constant(t, 1) || ir_attr_float(n, "alpha", 1.0f) != 1.0f ||
+      mx_ndim(tr_in(t, 1)) != 2)
+    return MX_OK;
+  TR_TRY(gemm_b(t, n, &b));
+  TR_TRY(matmul_cpu_prepare(t, b, &packed));
+  return packed ? tr_keep_derived(t, 0, packed) : MX_OK;
+}
+
+/* C as a row of N floats to start the product from: float32 [N] or [1, N] with beta = 1. */
+static bool gemm_bias_row(mx_array c, float beta, int n) {
+  return c && beta == 1.0f && mx_dtype_of(c) == MX_FLOAT32 &&
+         ((mx_ndim(c) == 1 && mx_dim(c, 0) == n) ||
+          (mx_ndim(c) == 2 && mx_dim(c, 0) == 1 && mx_dim(c, 1) == n));
+}
+
+/* alpha * (A' B') + beta * C. A constant B on the CPU device (alpha = 1) takes the packed
+ * product (matmul_cpu.c), C as its bias row where C is one, else added after. MLX's addmm broadcasts C to the product's shape with a fixed
  * broadcast_to, which a shapeless compiled function would replay for other sizes (writing past
  * its buffer), so there the scale and the add are separate ops (the add broadcasts per call).
  * On the CPU device, in a graph built for one shape (eager or keyed), a float32 product with
@@ -148,11 +184,31 @@ static bool claim_gemm(const ir_graph *g, const ir_node *n, const op_row *r, op_
 static int translate_gemm(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)r;
   static const int swap[2] = {1, 0};
-  mx_array a = tr_in(t, 0), b = tr_in(t, 1), c = tr_in(t, 2), y, s;
+  mx_array a = tr_in(t, 0), b = tr_in(t, 1), c = tr_in(t, 2), packed = tr_derived(t, 0), y, s;
   if (mx_ndim(a) != 2 || mx_ndim(b) != 2) return tr_fail(t, "Gemm takes 2-D A and B");
   float alpha = ir_attr_float(n, "alpha", 1.0f), beta = ir_attr_float(n, "beta", 1.0f);
   if (ir_attr_int(n, "transA", 0)) TR_TRY(mx_transpose(t->mx, &a, a, swap, 2));
-  if (ir_attr_int(n, "transB", 0)) TR_TRY(mx_transpose(t->mx, &b, b, swap, 2));
+  TR_TRY(gemm_b(t, n, &b));
+  if (alpha == 1.0f && matmul_cpu_applies(t, a, b, packed)) {
+    bool row = gemm_bias_row(c, beta, mx_dim(b, 1));
+    mx_array bias = NULL;
+    if (row) {
+      int shape[1] = {mx_dim(b, 1)};
+      TR_TRY(mx_reshape(t->mx, &bias, c, shape, 1));
+    }
+    TR_TRY(matmul_cpu_build(t, a, b, packed, bias, &y));
+    if (c && beta != 0.0f && !row) {
+      if (mx_ndim(c) > 2)
+        return tr_fail(t, "Gemm C has rank %d; it must broadcast to (M, N)", mx_ndim(c));
+      if (beta != 1.0f) {
+        TR_TRY(tr_scalar(t, &s, beta, mx_dtype_of(c)));
+        TR_TRY(mx_binary(t->mx, &c, MX_MULTIPLY, c, s));
+      }
+      TR_TRY(mx_binary(t->mx, &y, MX_ADD, y, c));
+    }
+    tr_note_path(t, row ? "packed weight, C its bias row (CPU)" : "packed weight (CPU)");
+    return tr_out_cast(t, 0, y);
+  }
   if (c && alpha == 1.0f && beta == 1.0f && mx_ndim(c) <= 2 &&
       t->mx->device == MX_DEVICE_CPU && t->trace != TR_TRACE_SHAPELESS &&
       mx_dtype_of(a) == MX_FLOAT32 && mx_dtype_of(b) == MX_FLOAT32 &&
@@ -187,9 +243,11 @@ const op_row ops_math_rows[] = {
     {"", "MatMul", 1, 13, claim_matmul, translate_matmul, OP_SHAPELESS_GPU, MM_TYPES, 0,
      "integer operands declined (MLX matmul is floating-point only); CPU: a constant float32 "
      "weight is packed once", matmul_class, prepare_matmul},
-    {"", "Gemm", 7, 10, claim_gemm, translate_gemm, OP_SHAPELESS, MM_TYPES, 0,
-     "C required; integer operands declined"},
-    {"", "Gemm", 11, 13, claim_gemm, translate_gemm, OP_SHAPELESS, MM_TYPES, 0,
-     "C optional; integer operands declined"},
+    {"", "Gemm", 7, 10, claim_gemm, translate_gemm, OP_SHAPELESS_GPU, MM_TYPES, 0,
+     "C required; integer operands declined; CPU: a constant float32 B (alpha 1) is packed once",
+     gemm_class, prepare_gemm},
+    {"", "Gemm", 11, 13, claim_gemm, translate_gemm, OP_SHAPELESS_GPU, MM_TYPES, 0,
+     "C optional; integer operands declined; CPU: a constant float32 B (alpha 1) is packed once",
+     gemm_class, prepare_gemm},
     OP_ROWS_END,
 };
