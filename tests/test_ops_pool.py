@@ -216,6 +216,48 @@ def test_pools_inside_a_graph():
     harness.check_against_cpu(model, {"x": x})
 
 
+# --- host kernels on the CPU device (src/ops/pool_cpu.c) -------------------------------------
+HOST = "host kernel (CPU)"
+AVG_HOST_CASES = [c for c in CASES if c[0] in ("1d-stride-asym-pads", "1d-ceil-drops-window",
+                                               "1d-dil-ceil", "2d-stride-asym-pads",
+                                               "2d-ceil-dil", "2d-same-lower-ceil", "3d",
+                                               "3d-ceil-dil")]
+AVG_HOST_CASES.append(("rec-neck", (1, 48, 3, 80), dict(kernel_shape=[3, 2], strides=[3, 2])))
+
+
+@pytest.mark.cpu_device
+@pytest.mark.parametrize("after_conv", [False, True], ids=["input", "after-conv"])
+@pytest.mark.parametrize("include_pad", [0, 1])
+@pytest.mark.parametrize("case_", AVG_HOST_CASES, ids=[c[0] for c in AVG_HOST_CASES])
+def test_average_pools_are_host_kernels(case_, include_pad, after_conv, capfd):
+    """AveragePool, then GlobalAveragePool of its result and of its input, each one host kernel
+    on the CPU device (the group is keyed: AveragePool is shape-keyed). The input is the model's
+    (channels-first) or a 1x1 convolution's channels-last result seen channels-first, as in
+    PP-OCR's neck; the pooled result is channels-last."""
+    _, xs, attrs = case_
+    nodes, inits, src = [], [], "x"
+    if after_conv:
+        c = xs[1]
+        inits.append(("w", harness.rand((c, c) + (1,) * (len(xs) - 2), seed=9)))
+        nodes.append(helper.make_node("Conv", ["x", "w"], ["c"], name="conv"))
+        src = "c"
+    nodes += [helper.make_node("AveragePool", [src], ["p"], name="n", count_include_pad=include_pad,
+                               **attrs),
+              helper.make_node("GlobalAveragePool", ["p"], ["g"], name="global"),
+              helper.make_node("GlobalAveragePool", [src], ["g2"], name="global_in")]
+    model = harness.make_model(nodes, [("x", TensorProto.FLOAT, xs)],
+                               [("p", TensorProto.FLOAT, None), ("g", TensorProto.FLOAT, None),
+                                ("g2", TensorProto.FLOAT, None)],
+                               initializers=inits, opset=19)
+    got, ref, err = harness.run_with_paths(model, x_for(xs, seed=8), capfd)
+    for g, r in zip(got, ref):
+        assert g.shape == r.shape
+        np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5)
+    assert f"node 'n' (AveragePool): {HOST}" in err, err[-2000:]
+    assert f"node 'global' (GlobalAveragePool): {HOST}" in err, err[-2000:]
+    assert f"node 'global_in' (GlobalAveragePool): {HOST}" in err, err[-2000:]
+
+
 # --- declined forms ---------------------------------------------------------------------------
 def test_declines_max_pool_indices(tmp_path):
     _, xs, attrs = case("2d-stride-asym-pads")

@@ -7,8 +7,8 @@
  * statistic and written once. exp is fastmath.c's reduction and polynomial (multiply-adds fused
  * in the x86-64-v3 build, results below the smallest normal flushed to zero); erf is this file's
  * own, cheaper than fastmath.c's composition (two polynomials, no exp, no division); the sigmoid
- * is one exp and one division. Each stays within 2.4e-7 relative of float64 above the subnormal range (tested).
- * Rows are split over the cores (blas/workers.c).
+ * is one exp and one division. Each stays within 2.4e-7 relative of float64 above the subnormal
+ * range (tested). Rows are split over the cores (blas/workers.c).
  */
 #include "ops/host_math.h"
 

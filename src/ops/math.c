@@ -175,9 +175,10 @@ static bool gemm_bias_row(mx_array c, float beta, int n) {
 }
 
 /* alpha * (A' B') + beta * C. A constant B on the CPU device (alpha = 1) takes the packed
- * product (matmul_cpu.c), C as its bias row where C is one, else added after. MLX's addmm broadcasts C to the product's shape with a fixed
- * broadcast_to, which a shapeless compiled function would replay for other sizes (writing past
- * its buffer), so there the scale and the add are separate ops (the add broadcasts per call).
+ * product (matmul_cpu.c), C as its bias row where C is one, else added after. MLX's addmm
+ * broadcasts C to the product's shape with a fixed broadcast_to, which a shapeless compiled
+ * function would replay for other sizes (writing past its buffer), so there the scale and the
+ * add are separate ops (the add broadcasts per call).
  * On the CPU device, in a graph built for one shape (eager or keyed), a float32 product with
  * alpha = beta = 1 is one addmm: BLAS accumulates onto C instead of zeroing its output and MLX
  * adding a broadcast row in its strided (scalar) loop. */

@@ -14,6 +14,7 @@
  * pads for the undilated kernel, against the spec) are declined and stay on ONNX Runtime.
  */
 #include "ops/families.h"
+#include "ops/pool_cpu.h"
 #include "ops/window.h"
 #include "plan/translate.h"
 
@@ -234,12 +235,23 @@ static int translate_pool(tr_ctx *t, const ir_node *n, const op_row *r) {
   }
   for (int i = 0; i < nd; i++)
     if (ax[i].out == 0) return empty_output(t, x, ax, nd);
+  bool include_pad = ir_attr_int(n, "count_include_pad", 0) != 0;
+  if (kind == POOL_AVG && nd <= POOL_CPU_MAX_ND && pool_cpu_applies(t, x)) {
+    pool_cpu_axis pa[POOL_CPU_MAX_ND];
+    for (int i = 0; i < nd; i++) {
+      const pool_axis *a = &ax[i];
+      pa[i] = (pool_cpu_axis){a->in, a->k, a->s, a->d, a->lo, a->out,
+                              include_pad ? -a->lo : 0, include_pad ? a->in + a->hi : a->in};
+    }
+    TR_TRY(pool_cpu_average(t, x, pa, &y));
+    tr_note_path(t, "host kernel (CPU)");
+    return tr_out_cast(t, 0, y);
+  }
   double p = lp_p(n);
   if (kind == POOL_LP) TR_TRY(lp_power(t, p, x, &x));
   if (crop) TR_TRY(mx_slice(t->mx, &x, x, start, stop, step, rank));
   TR_TRY(pad_value(t, kind, mx_dtype_of(x), &v));
   TR_TRY(mx_pad(t->mx, &y, x, lo, hi, rank, v));
-  bool include_pad = ir_attr_int(n, "count_include_pad", 0) != 0;
   for (int i = 0; i < nd; i++) {
     TR_TRY(reduce_axis(t, y, i + 2, &ax[i], kind == POOL_MAX ? MX_MAXIMUM : MX_ADD, &y));
     if (kind == POOL_AVG) TR_TRY(average_axis(t, y, i + 2, &ax[i], include_pad, &y));
@@ -265,6 +277,11 @@ static int translate_global(tr_ctx *t, const ir_node *n, const op_row *r) {
   for (int i = 2; i < rank; i++) axes[i - 2] = i;
   int na = rank > 2 ? rank - 2 : 0;
   double p = lp_p(n);
+  if (kind == POOL_AVG && pool_cpu_applies(t, x)) {
+    TR_TRY(pool_cpu_global_average(t, x, &y));
+    tr_note_path(t, "host kernel (CPU)");
+    return tr_out_cast(t, 0, y);
+  }
   switch (kind) {
     case POOL_MAX: TR_TRY(mx_reduce(t->mx, &y, MX_MAX, x, axes, na, true)); break;
     case POOL_AVG: TR_TRY(mx_reduce(t->mx, &y, MX_MEAN, x, axes, na, true)); break;
