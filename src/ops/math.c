@@ -174,6 +174,18 @@ static bool gemm_bias_row(mx_array c, float beta, int n) {
           (mx_ndim(c) == 2 && mx_dim(c, 0) == 1 && mx_dim(c, 1) == n));
 }
 
+/* *y += beta * C, C broadcasting to (M, N). */
+static int add_scaled_c(tr_ctx *t, mx_array c, float beta, mx_array *y) {
+  mx_array s;
+  if (mx_ndim(c) > 2)
+    return tr_fail(t, "Gemm C has rank %d; it must broadcast to (M, N)", mx_ndim(c));
+  if (beta != 1.0f) {
+    TR_TRY(tr_scalar(t, &s, beta, mx_dtype_of(c)));
+    TR_TRY(mx_binary(t->mx, &c, MX_MULTIPLY, c, s));
+  }
+  return mx_binary(t->mx, y, MX_ADD, *y, c);
+}
+
 /* alpha * (A' B') + beta * C. A constant B on the CPU device (alpha = 1) takes the packed
  * product (matmul_cpu.c), C as its bias row where C is one, else added after. MLX's addmm
  * broadcasts C to the product's shape with a fixed broadcast_to, which a shapeless compiled
@@ -198,15 +210,7 @@ static int translate_gemm(tr_ctx *t, const ir_node *n, const op_row *r) {
       TR_TRY(mx_reshape(t->mx, &bias, c, shape, 1));
     }
     TR_TRY(matmul_cpu_build(t, a, b, packed, bias, &y));
-    if (c && beta != 0.0f && !row) {
-      if (mx_ndim(c) > 2)
-        return tr_fail(t, "Gemm C has rank %d; it must broadcast to (M, N)", mx_ndim(c));
-      if (beta != 1.0f) {
-        TR_TRY(tr_scalar(t, &s, beta, mx_dtype_of(c)));
-        TR_TRY(mx_binary(t->mx, &c, MX_MULTIPLY, c, s));
-      }
-      TR_TRY(mx_binary(t->mx, &y, MX_ADD, y, c));
-    }
+    if (c && beta != 0.0f && !row) TR_TRY(add_scaled_c(t, c, beta, &y));
     tr_note_path(t, row ? "packed weight, C its bias row (CPU)" : "packed weight (CPU)");
     return tr_out_cast(t, 0, y);
   }
@@ -223,15 +227,7 @@ static int translate_gemm(tr_ctx *t, const ir_node *n, const op_row *r) {
     TR_TRY(tr_scalar(t, &s, alpha, mx_dtype_of(y)));
     TR_TRY(mx_binary(t->mx, &y, MX_MULTIPLY, y, s));
   }
-  if (c && beta != 0.0f) {
-    if (mx_ndim(c) > 2)
-      return tr_fail(t, "Gemm C has rank %d; it must broadcast to (M, N)", mx_ndim(c));
-    if (beta != 1.0f) {
-      TR_TRY(tr_scalar(t, &s, beta, mx_dtype_of(c)));
-      TR_TRY(mx_binary(t->mx, &c, MX_MULTIPLY, c, s));
-    }
-    TR_TRY(mx_binary(t->mx, &y, MX_ADD, y, c));
-  }
+  if (c && beta != 0.0f) TR_TRY(add_scaled_c(t, c, beta, &y));
   return tr_out_cast(t, 0, y);
 }
 
