@@ -141,19 +141,21 @@ int conv_cpu_pointwise(tr_ctx *t, mx_array x, mx_array w, mx_array wm, mx_array 
   for (int i = 0; i < rank - 1; i++) shape[i] = mx_dim(x, i);
   int rows[2] = {-1, c};
   mx_array x2, w2;
-  TR_TRY(mx_reshape(t->mx, &x2, x, rows, 2));
   TR_TRY(matmul_weight_of(t, w, wm, &w2));
-  bool fuse_bias = bias && mx_dtype_of(bias) == MX_FLOAT32 && mx_dtype_of(x2) == MX_FLOAT32 &&
+  bool fuse_bias = bias && mx_dtype_of(bias) == MX_FLOAT32 && mx_dtype_of(x) == MX_FLOAT32 &&
                    mx_ndim(bias) == 1 && mx_dim(bias, 0) == o;
-  if (matmul_cpu_applies(t, x2, w2, packed)) {
-    TR_TRY(matmul_cpu_build(t, x2, w2, packed, fuse_bias ? bias : NULL, &x2));
+  if (matmul_cpu_applies(t, x, w2, packed)) {
+    /* the kernel takes x's leading axes as rows itself: no reshape either side (each is an
+     * operation of the Run's graph) */
+    TR_TRY(matmul_cpu_build(t, x, w2, packed, fuse_bias ? bias : NULL, y));
     tr_note_path(t, fuse_bias ? "pointwise matmul on packed weight with bias (CPU)"
                               : "pointwise matmul on packed weight (CPU)");
-  } else {
-    if (fuse_bias) TR_TRY(mx_addmm(t->mx, &x2, bias, x2, w2));
-    else TR_TRY(mx_matmul(t->mx, &x2, x2, w2));
-    tr_note_path(t, fuse_bias ? "pointwise matmul with bias (CPU)" : "pointwise matmul (CPU)");
+    return bias && !fuse_bias ? mx_binary(t->mx, y, MX_ADD, *y, bias) : MX_OK;
   }
+  TR_TRY(mx_reshape(t->mx, &x2, x, rows, 2));
+  if (fuse_bias) TR_TRY(mx_addmm(t->mx, &x2, bias, x2, w2));
+  else TR_TRY(mx_matmul(t->mx, &x2, x2, w2));
+  tr_note_path(t, fuse_bias ? "pointwise matmul with bias (CPU)" : "pointwise matmul (CPU)");
   shape[rank - 1] = o;
   TR_TRY(mx_reshape(t->mx, y, x2, shape, rank));
   return bias && !fuse_bias ? mx_binary(t->mx, y, MX_ADD, *y, bias) : MX_OK;
