@@ -588,8 +588,9 @@ def test_matmul_with_a_constant_weight_is_keyed_and_packed(capfd):
     assert "node 'n' (MatMul): packed weight (CPU)" in err and "path keyed" in err, err[-2000:]
 
 
-GEMM_CASES = {  # id: (transB, C shape or None, alpha, beta, the Gemm's note)
+GEMM_CASES = {  # id: (transB, C shape or None, alpha, beta, the Gemm's note); transA: A is [48, N]
     "bias-row": (0, (24,), 1.0, 1.0, "packed weight, C its bias row (CPU)"),
+    "transA": (0, (24,), 1.0, 1.0, "packed weight, C its bias row (CPU)"),
     "transB-bias-2d-row": (1, (1, 24), 1.0, 1.0, "packed weight, C its bias row (CPU)"),
     "no-C": (1, None, 1.0, 1.0, "packed weight (CPU)"),
     "full-C": (0, ("N", 24), 1.0, 1.0, "packed weight (CPU)"),
@@ -606,8 +607,9 @@ def test_gemm_with_a_constant_b_is_packed(case, capfd):
     takes the packed product, C its bias row where it is one; other C are added after; alpha
     other than 1 keeps MLX's product (and the group shapeless). Over two batch sizes."""
     trans_b, c_shape, alpha, beta, note = GEMM_CASES[case]
+    trans_a = case == "transA"
     w = rand((24, 48) if trans_b else (48, 24), low=-1, high=1, seed=34)
-    inputs, inits = [("x", TP.FLOAT, ["N", 48])], [("w", w)]
+    inputs, inits = [("x", TP.FLOAT, [48, "N"] if trans_a else ["N", 48])], [("w", w)]
     gemm_in = ["x", "w"]
     if c_shape:
         gemm_in.append("c")
@@ -615,15 +617,15 @@ def test_gemm_with_a_constant_b_is_packed(case, capfd):
             inputs.append(("c", TP.FLOAT, list(c_shape)))
         else:
             inits.append(("c", rand(c_shape, seed=35)))
-    nodes = [helper.make_node("Gemm", gemm_in, ["h"], name="n", transB=trans_b, alpha=alpha,
-                              beta=beta),
+    nodes = [helper.make_node("Gemm", gemm_in, ["h"], name="n", transA=int(trans_a),
+                              transB=trans_b, alpha=alpha, beta=beta),
              helper.make_node("Neg", ["h"], ["y"], name="neg")]
     model = make_model(nodes, inputs, [("y", TP.FLOAT, None)], initializers=inits, opset=13)
     ref = harness.cpu_session(model)
     capfd.readouterr()
     s = harness.mlx_session(model, provider_options={"verbose": "1"})
     for n in (5, 9):
-        feeds = {"x": rand((n, 48), low=-1, high=1, seed=n)}
+        feeds = {"x": rand((48, n) if trans_a else (n, 48), low=-1, high=1, seed=n)}
         if c_shape and "N" in c_shape:
             feeds["c"] = rand((n, c_shape[1]), seed=n + 1)
         np.testing.assert_allclose(s.run(None, feeds)[0], ref.run(None, feeds)[0], rtol=1e-5,

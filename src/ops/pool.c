@@ -9,7 +9,8 @@
  * Runtime do. Max pads with the value ONNX Runtime's kernels start from. AveragePool divides each
  * axis's sums by its count of taps inside the input, or inside the explicit pads with
  * count_include_pad (never the ceil_mode extension), counts made on the host per axis. Average and
- * Lp pooling of float16/bfloat16 run in float32 and round once. MaxPool's Indices output, pads not
+ * Lp pooling of float16/bfloat16 run in float32 and round once. On the CPU device, float32
+ * average pooling (windowed and global) is one host kernel instead (pool_cpu.c). MaxPool's Indices output, pads not
  * smaller than the kernel (ONNX Runtime rejects them) and SAME padding with dilations (ONNX Runtime
  * pads for the undilated kernel, against the spec) are declined and stay on ONNX Runtime.
  */
