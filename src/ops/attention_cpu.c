@@ -19,7 +19,6 @@
 #include "ops/matmul_cpu.h"
 
 #include <limits.h>
-#include <string.h>
 
 /* Score blocks up to this many floats (128 KiB) whole items; longer rows take fewer query rows a
  * block, but at least MIN_BLOCK_ROWS: each block packs the keys again. */
