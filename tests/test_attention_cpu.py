@@ -7,6 +7,8 @@ a Div for the scale, masks broadcast other ways or read through a transpose, cro
 broadcast batches, a single head, rows that need several blocks, a single query row, and the
 look-alikes that must stay three kernels (an inner value read elsewhere, a softmax over another
 axis, a different transpose after)."""
+import gc
+
 import numpy as np
 import pytest
 from onnx import TensorProto as TP
@@ -166,6 +168,5 @@ def test_changing_shapes(capfd):
         assert got.shape == want.shape == (1, t, 16)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     del s
-    import gc
     gc.collect()
     assert MERGED in capfd.readouterr().err
