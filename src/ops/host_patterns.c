@@ -84,17 +84,16 @@ int hp_gelu_input(tr_ctx *t, const ir_node *n) {
   return IR_NONE;
 }
 
-/* The node that reads value v, when one node reads it once. */
-static const ir_node *only_reader(const tr_ctx *t, int v) {
+const ir_node *hp_only_reader(const tr_ctx *t, int v) {
   return inner(t, v) ? &t->g->nodes[t->g->values[v].first_readers[0]] : NULL;
 }
 
 bool hp_erf_in_gelu(tr_ctx *t, const ir_node *n) {
-  const ir_node *add = only_reader(t, n->outputs[0]);
-  const ir_node *mul = add ? only_reader(t, add->outputs[0]) : NULL;
+  const ir_node *add = hp_only_reader(t, n->outputs[0]);
+  const ir_node *mul = add ? hp_only_reader(t, add->outputs[0]) : NULL;
   if (!mul || strcmp(mul->op_type, "Mul") != 0) return false;
   if (hp_gelu_input(t, mul) != IR_NONE) return true; /* (1 + erf) * ... was the last Mul */
-  const ir_node *last = only_reader(t, mul->outputs[0]);
+  const ir_node *last = hp_only_reader(t, mul->outputs[0]);
   return last && strcmp(last->op_type, "Mul") == 0 && hp_gelu_input(t, last) != IR_NONE;
 }
 
@@ -107,7 +106,7 @@ int hp_swish_input(tr_ctx *t, const ir_node *n) {
 }
 
 bool hp_sigmoid_in_swish(tr_ctx *t, const ir_node *n) {
-  const ir_node *mul = only_reader(t, n->outputs[0]);
+  const ir_node *mul = hp_only_reader(t, n->outputs[0]);
   return mul && strcmp(mul->op_type, "Mul") == 0 && mul->domain[0] == 0 &&
          hp_swish_input(t, mul) != IR_NONE;
 }

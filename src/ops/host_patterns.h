@@ -13,6 +13,9 @@
 #include "ops/host_chain.h"
 #include "plan/translate.h"
 
+/* The node that reads value v, when one node reads it once and v is no graph output; else NULL. */
+const ir_node *hp_only_reader(const tr_ctx *t, int v);
+
 /* When node n (a Mul) ends x * (1 + erf(x / sqrt 2)) * 0.5, with the three factors in any
  * order and x / sqrt 2 spelled as a Div or as a Mul by 1 / sqrt 2, x's value index; otherwise
  * IR_NONE. */

@@ -61,12 +61,10 @@ static int prepare_matmul(tr_ctx *t, const ir_node *n, const op_row *r) {
 /* Whether value v is read by one Transpose alone, one that swaps axes 1 and 2 of four (the heads
  * of attention's output merged back next to its rows), and is no graph output. */
 static bool read_by_head_merge(const tr_ctx *t, int v) {
-  const ir_value *val = &t->g->values[v];
-  if (val->readers != 1 || val->is_graph_output || val->first_readers[0] == IR_NONE) return false;
-  const ir_node *r = &t->g->nodes[val->first_readers[0]];
-  const ir_attr *perm = ir_find_attr(r, "perm");
+  const ir_node *r = hp_only_reader(t, v);
+  const ir_attr *perm = r ? ir_find_attr(r, "perm") : NULL;
   static const int64_t swap12[4] = {0, 2, 1, 3};
-  return strcmp(r->op_type, "Transpose") == 0 && r->domain[0] == 0 && perm &&
+  return perm && strcmp(r->op_type, "Transpose") == 0 && r->domain[0] == 0 &&
          perm->type == IR_ATTR_INTS && perm->count == 4 &&
          memcmp(perm->ints, swap12, sizeof swap12) == 0;
 }
