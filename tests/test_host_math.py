@@ -475,6 +475,35 @@ def test_swish_is_one_kernel(order, shape, capfd):
     assert f"node 'n' (Mul): {SWISH_TAIL}" in err and f"node 'sig' (Sigmoid): {SWISH_INNER}" in err
 
 
+SWISH_FOLDED = "Swish, x * Sigmoid(x): the epilogue of the kernel computing x (CPU)"
+
+
+@pytest.mark.parametrize("producer", ["pointwise", "matmul", "matmul-returned"])
+def test_swish_folds_into_the_product_before_it(producer, capfd):
+    """Swish of a product's result (PP-OCRv4 rec's neck: a 1x1 convolution, then x * Sigmoid(x))
+    is that product's epilogue, applied to the rows it has just finished; when the product's
+    result is returned too, the Swish is a kernel of its own."""
+    if producer == "pointwise":
+        xs, w = (1, 24, 1, 40), rand((48, 24, 1, 1), seed=31)
+        first = helper.make_node("Conv", ["x", "w"], ["p"], name="conv")
+    else:
+        xs, w = (40, 120), rand((120, 96), seed=31)
+        first = helper.make_node("MatMul", ["x", "w"], ["p"], name="mm")
+    nodes = [first, helper.make_node("Sigmoid", ["p"], ["s"], name="sig"),
+             helper.make_node("Mul", ["p", "s"], ["y"], name="n")]
+    outputs = [("y", TP.FLOAT, None)]
+    if producer.endswith("returned"):
+        outputs.append(("p", TP.FLOAT, None))
+    model = make_model(nodes, [("x", TP.FLOAT, list(xs))], outputs, initializers=[("w", w)],
+                       opset=13)
+    got, ref, err = harness.run_with_paths(model, {"x": rand(xs, low=-2, high=2, seed=32)}, capfd)
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5)
+    tail = SWISH_TAIL if producer.endswith("returned") else SWISH_FOLDED
+    assert f"node 'n' (Mul): {tail}" in err and f"node 'sig' (Sigmoid): {SWISH_INNER}" in err, \
+        err[-2000:]
+
+
 @pytest.mark.parametrize("case", ["sigmoid-read-twice", "other-operand", "sigmoid-is-output"])
 def test_swish_lookalikes_stay_separate(case, capfd):
     """A Sigmoid something else reads (or the graph returns), or a Mul by another value's

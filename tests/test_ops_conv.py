@@ -459,3 +459,72 @@ def test_small_stride1_convolution_takes_im2col_not_taps(capfd):
     got, ref, err = harness.run_with_paths(model, f, capfd)
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-4, atol=1e-5)
     assert "node 'n' (Conv): im2col product (CPU)" in err and "taps gemm" not in err, err[-2000:]
+
+
+
+JOINED = "joined channels-last for the convolution (CPU)"
+
+
+def concat_then_conv(parts, kernel, axis, extra):
+    """A Concat of `parts` ("conv": two pointwise convolutions' results, "conv3": three,
+    "inputs": two graph inputs, "inputs-1d": two 1-D ones) along `axis`, read by a convolution
+    with a `kernel`-sized window (and, per `extra`, returned or read by a Relu too): the model
+    and its feeds."""
+    one_d = parts == "inputs-1d"
+    xs = (2, 5, 9) if one_d else (1, 6, 4, 11)
+    inits, nodes, names = [], [], []
+    inputs = [("x", TensorProto.FLOAT, xs)]
+    feeds = {"x": harness.rand(xs, low=-1, high=1, seed=51)}
+    if parts.startswith("conv"):
+        for i in range(3 if parts == "conv3" else 2):
+            inits.append((f"w{i}", harness.rand((4 + i, 6, 1, 1), low=-1, high=1, seed=40 + i)))
+            nodes.append(helper.make_node("Conv", ["x", f"w{i}"], [f"p{i}"], name=f"pw{i}"))
+            names.append(f"p{i}")
+        channels = sum(4 + i for i in range(len(names)))
+    else:
+        zs = (xs[0], 3) + xs[2:]
+        inputs.append(("z", TensorProto.FLOAT, zs))
+        feeds["z"] = harness.rand(zs, low=-1, high=1, seed=52)
+        names, channels = ["x", "z"], xs[1] + 3
+    if axis == 2:  # along a spatial axis: the first part twice, its channels only
+        names, channels = [names[0], names[0]], 4
+    nodes.append(helper.make_node("Concat", names, ["c"], name="cat", axis=axis))
+    inits.append(("w", harness.rand((7, channels) + kernel, low=-1, high=1, seed=50)))
+    nodes.append(helper.make_node("Conv", ["c", "w"], ["y"], name="n",
+                                  pads=[k // 2 for k in kernel] * 2))
+    outputs = [("y", TensorProto.FLOAT, None)]
+    if extra == "output":
+        outputs.append(("c", TensorProto.FLOAT, None))
+    elif extra == "relu":
+        nodes.append(helper.make_node("Relu", ["c"], ["r"], name="relu"))
+        outputs.append(("r", TensorProto.FLOAT, None))
+    return harness.make_model(nodes, inputs, outputs, initializers=inits), feeds
+
+
+# (name, parts, the reading convolution's kernel, the Concat's axis, extra reader)
+CONCAT_CASES = [
+    ("conv-results-1x3", "conv", (1, 3), 1, None),  # PP-OCRv4 rec's neck
+    ("inputs-3x3", "inputs", (3, 3), 1, None),
+    ("negative-axis-1d", "inputs-1d", (3,), -2, None),
+    ("three-parts-pointwise", "conv3", (1, 1), 1, None),
+    ("also-returned", "conv", (1, 3), 1, "output"),
+    ("also-read-by-relu", "conv", (1, 3), 1, "relu"),
+    ("spatial-axis", "conv", (1, 3), 2, None),
+]
+
+
+@pytest.mark.cpu_device
+@pytest.mark.parametrize("name,parts,kernel,axis,extra", CONCAT_CASES,
+                         ids=[c[0] for c in CONCAT_CASES])
+def test_concat_before_a_convolution_is_joined_channels_last(name, parts, kernel, axis, extra,
+                                                             capfd):
+    """A Concat along the channel axis that a convolution alone reads is written channels-last,
+    which the convolution's host kernels read in place; read by anything else too, returned, or
+    joined along another axis, it is a plain join. Values against ORT's CPU provider."""
+    model, feeds = concat_then_conv(parts, kernel, axis, extra)
+    got, ref, err = harness.run_with_paths(model, feeds, capfd)
+    for g, r in zip(got, ref):
+        assert g.shape == r.shape
+        np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-5)
+    joined = extra is None and axis != 2
+    assert (f"node 'cat' (Concat): {JOINED}" in err) == joined, err[-2000:]

@@ -23,6 +23,9 @@ enum { MAX_THREADS = 16 };
 /* How long an idle thread spins before it sleeps: long enough to cover the elementwise kernels
  * between two products of one graph, short enough to give the core back between Runs. */
 static const long SPIN_NS = 200 * 1000;
+/* How long a nudged thread spins: past MLX's scheduling of a large graph before its first
+ * kernel (0.23 ms for PP-OCRv4 rec). */
+static const long NUDGED_SPIN_NS = 1000 * 1000;
 
 static struct {
   pthread_once_t once;
@@ -31,6 +34,7 @@ static struct {
   pthread_mutex_t lock;           /* guards sleeping and the condition variable */
   pthread_cond_t wake;
   int sleeping;
+  unsigned long nudges;           /* bumped by workers_nudge; guarded by lock */
   atomic_ulong generation;        /* bumped per job */
   /* the current job: written before its parts' flags are cleared, read only by a thread that
    * holds a claim (the job cannot finish before that claim's part has) */
@@ -53,25 +57,30 @@ static long now_ns(void) {
   return t.tv_sec * 1000000000L + t.tv_nsec;
 }
 
+/* Spins for the next job, then sleeps until one comes; a nudge (workers_nudge) while asleep
+ * starts the spin over. */
 static unsigned long wait_for_job(unsigned long seen) {
-  long start = now_ns();
-  for (int i = 1;; i++) {
-    unsigned long g = atomic_load_explicit(&pool.generation, memory_order_acquire);
-    if (g != seen) return g;
-    cpu_relax();
-    if (i % 64 == 0) {
-      if (now_ns() - start > SPIN_NS) break;
-      sched_yield(); /* a spinning thread must not hold a core another thread is waiting for */
+  for (long spin_ns = SPIN_NS;; spin_ns = NUDGED_SPIN_NS) {
+    long start = now_ns();
+    for (int i = 1;; i++) {
+      unsigned long g = atomic_load_explicit(&pool.generation, memory_order_acquire);
+      if (g != seen) return g;
+      cpu_relax();
+      if (i % 64 == 0) {
+        if (now_ns() - start > spin_ns) break;
+        sched_yield(); /* a spinning thread must not hold a core another thread waits for */
+      }
     }
+    pthread_mutex_lock(&pool.lock);
+    pool.sleeping++;
+    unsigned long g, nudges = pool.nudges;
+    while ((g = atomic_load_explicit(&pool.generation, memory_order_acquire)) == seen &&
+           pool.nudges == nudges)
+      pthread_cond_wait(&pool.wake, &pool.lock);
+    pool.sleeping--;
+    pthread_mutex_unlock(&pool.lock);
+    if (g != seen) return g;
   }
-  pthread_mutex_lock(&pool.lock);
-  pool.sleeping++;
-  unsigned long g;
-  while ((g = atomic_load_explicit(&pool.generation, memory_order_acquire)) == seen)
-    pthread_cond_wait(&pool.wake, &pool.lock);
-  pool.sleeping--;
-  pthread_mutex_unlock(&pool.lock);
-  return g;
 }
 
 /* Claims and runs whatever parts of the current job are still unclaimed, starting from part
@@ -114,6 +123,16 @@ static void start_threads(void) {
   }
   pthread_attr_destroy(&attr);
   pool.threads = started;
+}
+
+void workers_nudge(void) {
+  if (workers_available() < 2) return;
+  pthread_mutex_lock(&pool.lock);
+  if (pool.sleeping) {
+    pool.nudges++;
+    pthread_cond_broadcast(&pool.wake);
+  }
+  pthread_mutex_unlock(&pool.lock);
 }
 
 int workers_available(void) {

@@ -389,9 +389,15 @@ static int translate_mul(tr_ctx *t, const ir_node *n, const op_row *r) {
   }
   x = floats ? hp_swish_input(t, n) : IR_NONE;
   if (x != IR_NONE && hm_applies(t, t->values[x])) {
-    mx_array y;
-    TR_TRY(hm_swish(t, t->values[x], &y));
-    tr_note_path(t, "Swish, x * Sigmoid(x): one host kernel (CPU)");
+    const ir_value *xv = &t->g->values[x];
+    mx_array y = NULL;
+    if (xv->readers == 2 && !xv->is_graph_output) TR_TRY(hm_swish_fold(t, t->values[x], &y));
+    if (y) {
+      tr_note_path(t, "Swish, x * Sigmoid(x): the epilogue of the kernel computing x (CPU)");
+    } else {
+      TR_TRY(hm_swish(t, t->values[x], &y));
+      tr_note_path(t, "Swish, x * Sigmoid(x): one host kernel (CPU)");
+    }
     return tr_out_cast(t, 0, y);
   }
   return op_translate_binary(t, n, r);

@@ -385,16 +385,18 @@ int hm_gelu(tr_ctx *t, mx_array x, mx_array *y) {
   return build(t, (hm_params){HM_GELU}, "gelu", &x, 1, y);
 }
 
-/* Gelu over a run of finished elements, in place, as another kernel's epilogue. */
-static void gelu_epilogue(const void *params, float *run, long count) {
-  (void)params;
-  map_elements(run, run, count, HM_GELU);
+/* An elementwise kind (Gelu, Swish) over a run of finished elements, in place, as another
+ * kernel's epilogue. */
+static void elementwise_epilogue(const void *params, float *run, long count) {
+  map_elements(run, run, count, ((const hm_params *)params)->kind);
 }
 
-int hm_gelu_fold(tr_ctx *t, mx_array x, mx_array *y) {
-  const hm_params p = {HM_GELU};
-  return mx_fold_epilogue(t->mx, y, x, gelu_epilogue, &p, sizeof p);
+static int fold(tr_ctx *t, hm_kind kind, mx_array x, mx_array *y) {
+  const hm_params p = {kind};
+  return mx_fold_epilogue(t->mx, y, x, elementwise_epilogue, &p, sizeof p);
 }
+
+int hm_gelu_fold(tr_ctx *t, mx_array x, mx_array *y) { return fold(t, HM_GELU, x, y); }
 
 int hm_sigmoid(tr_ctx *t, mx_array x, mx_array *y) {
   return build(t, (hm_params){HM_SIGMOID}, "sigmoid", &x, 1, y);
@@ -403,3 +405,5 @@ int hm_sigmoid(tr_ctx *t, mx_array x, mx_array *y) {
 int hm_swish(tr_ctx *t, mx_array x, mx_array *y) {
   return build(t, (hm_params){HM_SWISH}, "swish", &x, 1, y);
 }
+
+int hm_swish_fold(tr_ctx *t, mx_array x, mx_array *y) { return fold(t, HM_SWISH, x, y); }

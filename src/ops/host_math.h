@@ -42,5 +42,8 @@ int hm_gelu_fold(tr_ctx *t, mx_array x, mx_array *y);
 /* 1 / (1 + e^-x), and x times it (Swish, SiLU), element by element */
 int hm_sigmoid(tr_ctx *t, mx_array x, mx_array *y);
 int hm_swish(tr_ctx *t, mx_array x, mx_array *y);
+/* Swish as the epilogue of the host kernel computing x, as hm_gelu_fold; x is read by the
+ * Sigmoid and the Mul alone. */
+int hm_swish_fold(tr_ctx *t, mx_array x, mx_array *y);
 
 #endif

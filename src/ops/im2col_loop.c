@@ -83,11 +83,63 @@ static void im2col_rows(const im2col_job *j, long first, long last) {
   }
 }
 
+/* The same columns from an input whose channels are not adjacent in memory (a channels-first
+ * input's transposed view: the network's image, or a Concat's channels-first result). Per
+ * column (one tap's one channel), a walk along an output row reads the input row in order
+ * and writes every row's slot of that column; gathering each position's channels one by one
+ * instead cost 3.5 ns a value (PP-OCRv4 rec's 3-channel stem: 369 us for 104k values). */
+static void im2col_rows_planar(const im2col_job *j, long first, long last) {
+  const conv_window *g = j->g;
+  const long *s = j->x_stride;
+  const int c = g->c;
+  const long taps_c = (long)g->k[0] * g->k[1] * g->k[2] * c;
+  for (long r = first; r < last;) {
+    long rest = r;
+    int ow0 = (int)(rest % g->out[2]);
+    rest /= g->out[2];
+    int oh = (int)(rest % g->out[1]);
+    rest /= g->out[1];
+    int od = (int)(rest % g->out[0]);
+    long b = rest / g->out[0];
+    int ow1 = last - r < g->out[2] - ow0 ? ow0 + (int)(last - r) : g->out[2];
+    float *row0 = j->cols + (r - ow0) * taps_c; /* output position ow's row: row0 + ow * taps_c */
+    long col = 0;
+    for (int kd = 0; kd < g->k[0]; kd++) {
+      int id = od * g->stride[0] - g->lo[0] + kd * g->dil[0];
+      for (int kh = 0; kh < g->k[1]; kh++) {
+        int ih = oh * g->stride[1] - g->lo[1] + kh * g->dil[1];
+        bool inside = id >= 0 && id < g->in[0] && ih >= 0 && ih < g->in[1];
+        for (int kw = 0; kw < g->k[2]; kw++) {
+          int w_at = kw * g->dil[2] - g->lo[2];
+          /* outputs [a, e) of [ow0, ow1) read inside the input along w */
+          int a = ow0, e = ow1;
+          while (a < e && a * g->stride[2] + w_at < 0) a++;
+          while (e > a && (e - 1) * g->stride[2] + w_at >= g->in[2]) e--;
+          if (!inside) a = e = ow1;
+          const long step = (long)g->stride[2] * s[3];
+          for (int ch = 0; ch < c; ch++, col++) {
+            float *dst = row0 + col;
+            for (int ow = ow0; ow < a; ow++) dst[ow * taps_c] = 0.0f;
+            const float *src = j->x + b * s[0] + id * s[1] + ih * s[2] + ch * s[4] +
+                               ((long)a * g->stride[2] + w_at) * s[3];
+            float *to = dst + (long)a * taps_c;
+            for (int ow = a; ow < e; ow++, src += step, to += taps_c) *to = *src;
+            for (int ow = e; ow < ow1; ow++) dst[ow * taps_c] = 0.0f;
+          }
+        }
+      }
+    }
+    r += ow1 - ow0;
+  }
+}
+
 static void im2col_part(void *arg, int part) {
   const im2col_job *j = arg;
   long first, last;
   workers_range(j->rows, j->parts, part, &first, &last);
-  if (first < last) im2col_rows(j, first, last);
+  if (first >= last) return;
+  if (j->x_stride[4] != 1 && j->g->c > 1) im2col_rows_planar(j, first, last);
+  else im2col_rows(j, first, last);
 }
 
 static void im2col_loop(const mx_host_tensor *in, int n_in, const mx_host_tensor *out,

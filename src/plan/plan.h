@@ -116,6 +116,7 @@ typedef struct plan {
   int cache_count, cache_capacity;
   uint64_t cache_clock;
   plan_stats stats;
+  uint64_t last_run_ns; /* how long the last Run took (run.c wakes the pool before a long one) */
 } plan;
 
 /* Whether a compiled plan has turned eager for the rest of the session: a trace failed where
