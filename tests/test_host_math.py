@@ -461,68 +461,110 @@ SWISH_TAIL = "Swish, x * Sigmoid(x): one host kernel (CPU)"
 SWISH_INNER = "inside a Swish: its Mul's host kernel computes it"
 
 
+QUICK_TAIL = "x * Sigmoid(x * beta): one host kernel (CPU)"
+
+
+def swish_nodes(order, beta):
+    """x * Sigmoid(x), or x * Sigmoid(x * beta) with beta a [1] constant "beta" when beta is not
+    None (QuickGelu's spelling), the last Mul named n and its operands in `order`."""
+    operands = ["x", "s"] if order == "x-first" else ["s", "x"]
+    nodes = [helper.make_node("Sigmoid", ["xb" if beta else "x"], ["s"], name="sig"),
+             helper.make_node("Mul", operands, ["y"], name="n")]
+    if beta:
+        scaled = ["x", "beta"] if order == "x-first" else ["beta", "x"]
+        nodes.insert(0, helper.make_node("Mul", scaled, ["xb"], name="scale"))
+    return nodes, [("beta", one(beta))] if beta else []
+
+
+@pytest.mark.parametrize("beta", [None, 1.702], ids=["swish", "quick-gelu"])
 @pytest.mark.parametrize("order", ["x-first", "sigmoid-first"])
 @pytest.mark.parametrize("shape", [(40, 240), (64, 1536)], ids=["small", "split"])
-def test_swish_is_one_kernel(order, shape, capfd):
+def test_swish_is_one_kernel(beta, order, shape, capfd):
     x = rand(shape, low=-10, high=10, seed=22)
     x.flat[:4] = [0.0, -0.0, 100.0, -100.0]
-    operands = ["x", "s"] if order == "x-first" else ["s", "x"]
-    nodes = [helper.make_node("Sigmoid", ["x"], ["s"], name="sig"),
-             helper.make_node("Mul", operands, ["y"], name="n")]
-    model = make_model(nodes, [("x", TP.FLOAT, list(shape))], [("y", TP.FLOAT, None)])
+    nodes, inits = swish_nodes(order, beta)
+    model = make_model(nodes, [("x", TP.FLOAT, list(shape))], [("y", TP.FLOAT, None)],
+                       initializers=inits)
     got, ref, err = harness.run_with_paths(model, {"x": x}, capfd)
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-6, atol=3e-6)  # ORT's logistic, above
-    assert f"node 'n' (Mul): {SWISH_TAIL}" in err and f"node 'sig' (Sigmoid): {SWISH_INNER}" in err
+    tail = QUICK_TAIL if beta else SWISH_TAIL
+    assert f"node 'n' (Mul): {tail}" in err and f"node 'sig' (Sigmoid): {SWISH_INNER}" in err
 
 
 SWISH_FOLDED = "Swish, x * Sigmoid(x): the epilogue of the kernel computing x (CPU)"
 
 
+QUICK_FOLDED = "x * Sigmoid(x * beta): the epilogue of the kernel computing x (CPU)"
+
+
+@pytest.mark.parametrize("beta", [None, 1.702], ids=["swish", "quick-gelu"])
 @pytest.mark.parametrize("producer", ["pointwise", "matmul", "matmul-returned"])
-def test_swish_folds_into_the_product_before_it(producer, capfd):
-    """Swish of a product's result (PP-OCRv4 rec's neck: a 1x1 convolution, then x * Sigmoid(x))
-    is that product's epilogue, applied to the rows it has just finished; when the product's
-    result is returned too, the Swish is a kernel of its own."""
+def test_swish_folds_into_the_product_before_it(producer, beta, capfd):
+    """Swish of a product's result (PP-OCRv4 rec's neck: a 1x1 convolution, then x * Sigmoid(x);
+    its transformer blocks: a MatMul, then QuickGelu's x * Sigmoid(1.702 x)) is that product's
+    epilogue, applied to the rows it has just finished; when the product's result is returned
+    too, the Swish is a kernel of its own."""
     if producer == "pointwise":
         xs, w = (1, 24, 1, 40), rand((48, 24, 1, 1), seed=31)
-        first = helper.make_node("Conv", ["x", "w"], ["p"], name="conv")
+        first = helper.make_node("Conv", ["x0", "w"], ["x"], name="conv")
     else:
         xs, w = (40, 120), rand((120, 96), seed=31)
-        first = helper.make_node("MatMul", ["x", "w"], ["p"], name="mm")
-    nodes = [first, helper.make_node("Sigmoid", ["p"], ["s"], name="sig"),
-             helper.make_node("Mul", ["p", "s"], ["y"], name="n")]
+        first = helper.make_node("MatMul", ["x0", "w"], ["x"], name="mm")
+    nodes, inits = swish_nodes("x-first", beta)
     outputs = [("y", TP.FLOAT, None)]
     if producer.endswith("returned"):
-        outputs.append(("p", TP.FLOAT, None))
-    model = make_model(nodes, [("x", TP.FLOAT, list(xs))], outputs, initializers=[("w", w)],
-                       opset=13)
-    got, ref, err = harness.run_with_paths(model, {"x": rand(xs, low=-2, high=2, seed=32)}, capfd)
+        outputs.append(("x", TP.FLOAT, None))
+    model = make_model([first] + nodes, [("x0", TP.FLOAT, list(xs))], outputs,
+                       initializers=[("w", w)] + inits, opset=13)
+    got, ref, err = harness.run_with_paths(model, {"x0": rand(xs, low=-2, high=2, seed=32)}, capfd)
     for g, r in zip(got, ref):
         np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5)
-    tail = SWISH_TAIL if producer.endswith("returned") else SWISH_FOLDED
+    returned = producer.endswith("returned")
+    tail = (QUICK_TAIL if returned else QUICK_FOLDED) if beta else (
+        SWISH_TAIL if returned else SWISH_FOLDED)
     assert f"node 'n' (Mul): {tail}" in err and f"node 'sig' (Sigmoid): {SWISH_INNER}" in err, \
         err[-2000:]
 
 
-@pytest.mark.parametrize("case", ["sigmoid-read-twice", "other-operand", "sigmoid-is-output"])
+SWISH_LOOKALIKES = ["sigmoid-read-twice", "other-operand", "sigmoid-is-output",
+                    "scaled-other-value", "scale-not-constant", "scaled-read-twice",
+                    "scale-not-one-element", "scale-of-higher-rank"]
+
+
+@pytest.mark.parametrize("case", SWISH_LOOKALIKES)
 def test_swish_lookalikes_stay_separate(case, capfd):
     """A Sigmoid something else reads (or the graph returns), or a Mul by another value's
-    sigmoid, runs as its own host kernel and a Mul."""
-    nodes = [helper.make_node("Sigmoid", ["x"], ["s"], name="sig"),
+    sigmoid, runs as its own host kernel and a Mul; so does QuickGelu's spelling when the value
+    scaled is not the one multiplied, the scale is not a one-element constant, or the scaled
+    value is read elsewhere too."""
+    scaled = case.startswith("scale")
+    sig_in = "xb" if scaled else "x"
+    nodes = [helper.make_node("Sigmoid", [sig_in], ["s"], name="sig"),
              helper.make_node("Mul", ["z" if case == "other-operand" else "x", "s"], ["y"],
                               name="n")]
     inputs, outputs = [("x", TP.FLOAT, [6, 10]), ("z", TP.FLOAT, [6, 10])], [("y", TP.FLOAT, None)]
+    inits = []
+    if scaled:
+        factor = {"scaled-other-value": ["z", "beta"], "scale-not-constant": ["x", "z"],
+                  "scaled-read-twice": ["x", "beta"],
+                  "scale-not-one-element": ["x", "beta10"],
+                  "scale-of-higher-rank": ["x", "beta3d"]}[case]
+        nodes.insert(0, helper.make_node("Mul", factor, ["xb"], name="scale"))
+        inits = [("beta", one(1.702)), ("beta10", rand((10,), seed=25)),
+                 ("beta3d", np.full((1, 1, 1), 1.702, np.float32))]
     if case == "sigmoid-read-twice":
         nodes.append(helper.make_node("Neg", ["s"], ["w"], name="neg"))
         outputs.append(("w", TP.FLOAT, None))
     elif case == "sigmoid-is-output":
         outputs.append(("s", TP.FLOAT, None))
-    model = make_model(nodes, inputs, outputs)
+    elif case == "scaled-read-twice":
+        outputs.append(("xb", TP.FLOAT, None))
+    model = make_model(nodes, inputs, outputs, initializers=inits)
     feeds = {"x": rand((6, 10), low=-5, high=5, seed=23), "z": rand((6, 10), seed=24)}
     got, ref, err = harness.run_with_paths(model, feeds, capfd)
     for g, r in zip(got, ref):
         np.testing.assert_allclose(g, r, rtol=1e-6, atol=3e-7)
-    assert SWISH_TAIL not in err and SWISH_INNER not in err
+    assert SWISH_TAIL not in err and QUICK_TAIL not in err and SWISH_INNER not in err
     assert f"node 'sig' (Sigmoid): {HOST}" in err
 
 

@@ -387,16 +387,22 @@ static int translate_mul(tr_ctx *t, const ir_node *n, const op_row *r) {
     }
     return tr_out_cast(t, 0, y);
   }
-  x = floats ? hp_swish_input(t, n) : IR_NONE;
+  float beta = 1.0f;
+  x = floats ? hp_swish_input(t, n, &beta) : IR_NONE;
   if (x != IR_NONE && hm_applies(t, t->values[x])) {
     const ir_value *xv = &t->g->values[x];
     mx_array y = NULL;
-    if (xv->readers == 2 && !xv->is_graph_output) TR_TRY(hm_swish_fold(t, t->values[x], &y));
+    /* x read by the spelling's two nodes alone: the kernel computing it applies the Swish */
+    if (xv->readers == 2 && !xv->is_graph_output)
+      TR_TRY(hm_swish_fold(t, t->values[x], beta, &y));
+    bool plain = beta == 1.0f;
     if (y) {
-      tr_note_path(t, "Swish, x * Sigmoid(x): the epilogue of the kernel computing x (CPU)");
+      tr_note_path(t, plain ? "Swish, x * Sigmoid(x): the epilogue of the kernel computing x (CPU)"
+                            : "x * Sigmoid(x * beta): the epilogue of the kernel computing x (CPU)");
     } else {
-      TR_TRY(hm_swish(t, t->values[x], &y));
-      tr_note_path(t, "Swish, x * Sigmoid(x): one host kernel (CPU)");
+      TR_TRY(hm_swish(t, t->values[x], beta, &y));
+      tr_note_path(t, plain ? "Swish, x * Sigmoid(x): one host kernel (CPU)"
+                            : "x * Sigmoid(x * beta): one host kernel (CPU)");
     }
     return tr_out_cast(t, 0, y);
   }

@@ -135,7 +135,7 @@ typedef struct hm_params {
   float eps;
   /* softmax: scores * scale (+ a mask row) before the softmax. A row r of x, counted over x's
    * leading axes lead[0:n_lead], reads the mask's row at sum of its index on axis i times
-   * mask_stride[i] (0 where the mask broadcasts). */
+   * mask_stride[i] (0 where the mask broadcasts). Swish: x * sigmoid(x * scale). */
   float scale;
   bool masked;
   bool skip; /* layer norm: x is the sum of its first input and its last */
@@ -259,7 +259,7 @@ static void layer_norm_rows(const float *x, const float *skip, const float *scal
  * * 0.5 (approximate='none', in the order of its five-node spelling); sigmoid as 1 / (1 + e^-x)
  * for x >= 0 and e^x / (1 + e^x) below, from e^-|x|, which never overflows (sigmoid(-100) is
  * then 0, as exp flushes to zero there, not a subnormal); Swish as x * sigmoid(x). */
-HOST_INLINE void map8n(const f32x8 *v, f32x8 *e, const int n, hm_kind kind,
+HOST_INLINE void map8n(const f32x8 *v, f32x8 *e, const int n, hm_kind kind, float beta,
                        const fm_constants *c) {
   const i32x8 sign = (i32x8)splat8(-0.0f);
   if (kind == HM_ERF || kind == HM_GELU) {
@@ -268,30 +268,31 @@ HOST_INLINE void map8n(const f32x8 *v, f32x8 *e, const int n, hm_kind kind,
     if (kind == HM_GELU) FOR_LANES(n, e[l] = v[l] * (e[l] + 1.0f) * 0.5f);
     return;
   }
-  FOR_LANES(n, e[l] = (f32x8)((i32x8)v[l] | sign)); /* -|x| */
+  f32x8 u[LANES_MAX], s[LANES_MAX]; /* the sigmoid's argument: x, or x * beta for Swish */
+  FOR_LANES(n, u[l] = kind == HM_SWISH ? v[l] * beta : v[l]);
+  FOR_LANES(n, e[l] = (f32x8)((i32x8)u[l] | sign)); /* -|u| */
   exp8n(e, n, c);
-  f32x8 s[LANES_MAX];
   FOR_LANES(n, s[l] = 1.0f / (1.0f + e[l]));
-  FOR_LANES(n, e[l] = select8(v[l] >= 0.0f, s[l], e[l] * s[l]));
+  FOR_LANES(n, e[l] = select8(u[l] >= 0.0f, s[l], e[l] * s[l]));
   if (kind == HM_SWISH) FOR_LANES(n, e[l] = v[l] * e[l]);
 }
 
 /* One elementwise kind over n elements. */
 HOST_CLONES_FMA
-static void map_elements(const float *x, float *y, long n, hm_kind kind) {
+static void map_elements(const float *x, float *y, long n, hm_kind kind, float beta) {
   fm_constants c = constants();
   f32x8 v[LANES_MAX], e[LANES_MAX];
   long i = 0;
   for (; i + 8 * LANES_MAX <= n; i += 8 * LANES_MAX) {
     FOR_LANES(LANES_MAX, LOAD8(v[l], x + i + 8 * l));
-    map8n(v, e, LANES_MAX, kind, &c);
+    map8n(v, e, LANES_MAX, kind, beta, &c);
     FOR_LANES(LANES_MAX, STORE8(y + i + 8 * l, e[l]));
   }
   for (; i < n; i += 8) {
     int count = n - i < 8 ? (int)(n - i) : 8;
     if (count == 8) LOAD8(v[0], x + i);
     else v[0] = load_part(x + i, count, 0.0f);
-    map8n(v, e, 1, kind, &c);
+    map8n(v, e, 1, kind, beta, &c);
     if (count == 8) STORE8(y + i, e[0]);
     else memcpy(y + i, &e[0], (size_t)count * sizeof *y);
   }
@@ -308,7 +309,7 @@ static void run_part(void *arg, int part) {
   if (count <= 0) return;
   if (elementwise) {
     long at = start * 8, n = count * 8 < p->cols - at ? count * 8 : p->cols - at;
-    map_elements(job->x + at, job->y + at, n, p->kind);
+    map_elements(job->x + at, job->y + at, n, p->kind, p->scale);
     return;
   }
   long at = start * p->cols;
@@ -388,22 +389,26 @@ int hm_gelu(tr_ctx *t, mx_array x, mx_array *y) {
 /* An elementwise kind (Gelu, Swish) over a run of finished elements, in place, as another
  * kernel's epilogue. */
 static void elementwise_epilogue(const void *params, float *run, long count) {
-  map_elements(run, run, count, ((const hm_params *)params)->kind);
+  const hm_params *p = params;
+  map_elements(run, run, count, p->kind, p->scale);
 }
 
-static int fold(tr_ctx *t, hm_kind kind, mx_array x, mx_array *y) {
-  const hm_params p = {kind};
+static int fold(tr_ctx *t, hm_params p, mx_array x, mx_array *y) {
   return mx_fold_epilogue(t->mx, y, x, elementwise_epilogue, &p, sizeof p);
 }
 
-int hm_gelu_fold(tr_ctx *t, mx_array x, mx_array *y) { return fold(t, HM_GELU, x, y); }
+int hm_gelu_fold(tr_ctx *t, mx_array x, mx_array *y) {
+  return fold(t, (hm_params){HM_GELU}, x, y);
+}
 
 int hm_sigmoid(tr_ctx *t, mx_array x, mx_array *y) {
   return build(t, (hm_params){HM_SIGMOID}, "sigmoid", &x, 1, y);
 }
 
-int hm_swish(tr_ctx *t, mx_array x, mx_array *y) {
-  return build(t, (hm_params){HM_SWISH}, "swish", &x, 1, y);
+int hm_swish(tr_ctx *t, mx_array x, float beta, mx_array *y) {
+  return build(t, (hm_params){HM_SWISH, .scale = beta}, "swish", &x, 1, y);
 }
 
-int hm_swish_fold(tr_ctx *t, mx_array x, mx_array *y) { return fold(t, HM_SWISH, x, y); }
+int hm_swish_fold(tr_ctx *t, mx_array x, float beta, mx_array *y) {
+  return fold(t, (hm_params){HM_SWISH, .scale = beta}, x, y);
+}

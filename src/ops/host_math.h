@@ -39,11 +39,12 @@ int hm_gelu(tr_ctx *t, mx_array x, mx_array *y);
  * applying it to each run of elements it finishes, or NULL where x's kernel takes none. Only for
  * an x that nothing but the Gelu reads. */
 int hm_gelu_fold(tr_ctx *t, mx_array x, mx_array *y);
-/* 1 / (1 + e^-x), and x times it (Swish, SiLU), element by element */
+/* 1 / (1 + e^-x), and x * sigmoid(x * beta) (Swish or SiLU with beta 1, QuickGelu with 1.702),
+ * element by element */
 int hm_sigmoid(tr_ctx *t, mx_array x, mx_array *y);
-int hm_swish(tr_ctx *t, mx_array x, mx_array *y);
-/* Swish as the epilogue of the host kernel computing x, as hm_gelu_fold; x is read by the
- * Sigmoid and the Mul alone. */
-int hm_swish_fold(tr_ctx *t, mx_array x, mx_array *y);
+int hm_swish(tr_ctx *t, mx_array x, float beta, mx_array *y);
+/* That Swish as the epilogue of the host kernel computing x, as hm_gelu_fold; x is read by the
+ * spelling's nodes alone. */
+int hm_swish_fold(tr_ctx *t, mx_array x, float beta, mx_array *y);
 
 #endif

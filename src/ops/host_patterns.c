@@ -97,18 +97,37 @@ bool hp_erf_in_gelu(tr_ctx *t, const ir_node *n) {
   return last && strcmp(last->op_type, "Mul") == 0 && hp_gelu_input(t, last) != IR_NONE;
 }
 
-int hp_swish_input(tr_ctx *t, const ir_node *n) {
+/* Value v is x * beta (a Mul by a one-element float constant, either way round) that nothing
+ * else reads: beta in *beta. */
+static bool scaled_by_constant(tr_ctx *t, int v, int x, double *beta) {
+  const ir_node *m = producer(t, v, "Mul");
+  if (!m || !inner(t, v)) return false;
+  /* a constant of higher rank than x would broadcast x to a larger shape */
+  int rank = t->values && t->values[x] ? mx_ndim(t->values[x]) : t->g->values[x].rank;
+  for (int i = 0; rank >= 0 && i < 2; i++)
+    if (m->inputs[i] == x && constant_scalar(t, m->inputs[1 - i], rank, beta)) return true;
+  return false;
+}
+
+int hp_swish_input(tr_ctx *t, const ir_node *n, float *beta) {
   for (int e = 0; e < 2; e++) {
     const ir_node *s = producer(t, n->inputs[e], "Sigmoid");
-    if (s && inner(t, n->inputs[e]) && s->inputs[0] == n->inputs[1 - e]) return s->inputs[0];
+    int x = n->inputs[1 - e];
+    double b = 1.0;
+    if (s && inner(t, n->inputs[e]) &&
+        (s->inputs[0] == x || scaled_by_constant(t, s->inputs[0], x, &b))) {
+      *beta = (float)b;
+      return x;
+    }
   }
   return IR_NONE;
 }
 
 bool hp_sigmoid_in_swish(tr_ctx *t, const ir_node *n) {
   const ir_node *mul = hp_only_reader(t, n->outputs[0]);
+  float beta;
   return mul && strcmp(mul->op_type, "Mul") == 0 && mul->domain[0] == 0 &&
-         hp_swish_input(t, mul) != IR_NONE;
+         hp_swish_input(t, mul, &beta) != IR_NONE;
 }
 
 /* Value v is ReduceMean(of) over the last axis with its dims kept (axes as the attribute or,

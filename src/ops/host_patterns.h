@@ -24,9 +24,11 @@ int hp_gelu_input(tr_ctx *t, const ir_node *n);
 /* Whether node n (an Erf) lies inside a chain hp_gelu_input recognises at its end. */
 bool hp_erf_in_gelu(tr_ctx *t, const ir_node *n);
 
-/* When node n (a Mul) is x * Sigmoid(x), in either order, and n alone reads the Sigmoid, x's
- * value index; otherwise IR_NONE. hp_sigmoid_in_swish: whether Sigmoid node n is inside one. */
-int hp_swish_input(tr_ctx *t, const ir_node *n);
+/* When node n (a Mul) is x * Sigmoid(x), or x * Sigmoid(x * beta) with beta a one-element float
+ * constant (QuickGelu's spelling, beta 1.702), in either order, with every inner value read only
+ * inside: x's value index, and beta (1 for the first form); otherwise IR_NONE.
+ * hp_sigmoid_in_swish: whether Sigmoid node n is inside one. */
+int hp_swish_input(tr_ctx *t, const ir_node *n, float *beta);
 bool hp_sigmoid_in_swish(tr_ctx *t, const ir_node *n);
 
 /* When node n (an Add) ends (x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) * scale + bias,
