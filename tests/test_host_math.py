@@ -749,3 +749,48 @@ def test_gelu_after_a_packed_product_is_its_epilogue(form, returned, capfd):
     for g, r in zip(got, ref):
         np.testing.assert_allclose(g, r, rtol=2e-6, atol=2e-6)
     assert f"node 'n' (Mul): {GELU_TAIL if returned else GELU_EPILOGUE}" in err, err[-2000:]
+
+
+HS_FOLDED = "the epilogue of the kernel computing its input (CPU)"
+
+
+@pytest.mark.parametrize("case", ["squeeze-excitation", "large-input", "small-input",
+                                  "input-read-twice"])
+def test_hard_sigmoid_as_host_chain_steps(case, capfd):
+    """HardSigmoid of float32 on the CPU device runs as host-chain steps (alpha * x + beta, then
+    clipped to [0, 1]): the epilogue of the product computing its input in a squeeze-and-
+    excitation block (PP-OCRv4 rec), one kernel for a large input, and MLX's composition for a
+    small one. Extremes and NaN included; against ORT's CPU provider."""
+    attrs = {} if case == "squeeze-excitation" else dict(alpha=0.3, beta=0.4)
+    if case == "squeeze-excitation":
+        xs = (1, 16, 6, 10)
+        nodes = [helper.make_node("GlobalAveragePool", ["x"], ["g"]),
+                 helper.make_node("Conv", ["g", "w"], ["c"], name="conv"),
+                 helper.make_node("HardSigmoid", ["c"], ["h"], name="hs"),
+                 helper.make_node("Mul", ["x", "h"], ["y"], name="n")]
+        inits = [("w", rand((16, 16, 1, 1), seed=41))]
+    else:
+        xs = (3, 5) if case == "small-input" else (64, 100)
+        nodes = [helper.make_node("HardSigmoid", ["x"], ["y"], name="hs", **attrs)]
+        inits = []
+        if case == "input-read-twice":  # a product's result, which its epilogue would change
+            nodes = [helper.make_node("MatMul", ["x0", "w"], ["x"], name="mm"),
+                     helper.make_node("HardSigmoid", ["x"], ["y"], name="hs", **attrs),
+                     helper.make_node("Neg", ["x"], ["z"], name="neg")]
+            inits = [("w", rand((100, 100), seed=43))]
+    inputs = [("x0" if case == "input-read-twice" else "x", TP.FLOAT, list(xs))]
+    outputs = [("y", TP.FLOAT, None)] + ([("z", TP.FLOAT, None)]
+                                         if case == "input-read-twice" else [])
+    model = make_model(nodes, inputs, outputs, initializers=inits, opset=13)
+    x = rand(xs, low=-6, high=6, seed=42)
+    if case not in ("squeeze-excitation", "input-read-twice"):
+        x.flat[:6] = [0.0, -0.0, np.inf, -np.inf, 1e30, np.nan]
+    got, ref, err = harness.run_with_paths(model, {inputs[0][0]: x}, capfd)
+    for g, r in zip(got, ref):  # the products: sums of 100 terms near 6
+        np.testing.assert_allclose(g, r, rtol=1e-5, atol=2e-5)
+    note = {"squeeze-excitation": HS_FOLDED, "large-input": HOST, "small-input": None,
+            "input-read-twice": HOST}[case]
+    if note:
+        assert f"node 'hs' (HardSigmoid): {note}" in err, err[-2000:]
+    else:
+        assert "node 'hs' (HardSigmoid)" not in err, err[-2000:]

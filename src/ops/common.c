@@ -37,9 +37,6 @@ int op_translate_binary(tr_ctx *t, const ir_node *n, const op_row *r) {
   return tr_out_cast(t, 0, y);
 }
 
-/* Below this many elements MLX's own fused kernel costs about as little. */
-enum { CHAIN_MIN_ELEMENTS = 1 << 12 };
-
 int op_translate_chain(tr_ctx *t, const ir_node *n, bool *done) {
   *done = false;
   mx_array first = tr_in(t, 0), y = NULL;
@@ -51,7 +48,7 @@ int op_translate_chain(tr_ctx *t, const ir_node *n, bool *done) {
     tr_note_path(t, "last of an elementwise chain: the epilogue of the kernel computing its "
                     "input (CPU)");
   } else {
-    if (mx_size(x) < CHAIN_MIN_ELEMENTS) return MX_OK;
+    if (mx_size(x) < HC_MIN_ELEMENTS) return MX_OK;
     TR_TRY(hc_build(t, x, chain.steps, chain.n_steps, &y));
     tr_note_path(t, "last of an elementwise chain: one host kernel (CPU)");
   }

@@ -22,6 +22,8 @@ typedef struct hc_step {
 } hc_step;
 
 enum { HC_MAX_STEPS = 24 };
+/* Below this many elements MLX's own fused kernel costs about as little as a chain's kernel. */
+enum { HC_MIN_ELEMENTS = 1 << 12 };
 
 /* y = the steps applied to x in order, element by element, each rounded as its node would be. */
 int hc_build(tr_ctx *t, mx_array x, const hc_step *steps, int n, mx_array *y);
