@@ -393,7 +393,8 @@ const op_row ops_activation_rows[] = {
     {"", "Relu", 14, 14, NULL, translate_relu, OP_SHAPELESS, OP_FLOATS | OP_SIGNED | OP_F64, 0,
      "integer inputs from opset 14"},
     {"", "Sigmoid", 6, 13, NULL, op_translate_unary, OP_SHAPELESS_GPU, OP_FLOATS, MX_SIGMOID,
-     "CPU, float32: a host kernel; x * Sigmoid(x) (Swish) is one"},
+     "CPU, float32: a host kernel; x * Sigmoid(x) or x * Sigmoid(x * beta) (Swish, QuickGelu) "
+     "is one, or the epilogue of the kernel computing x"},
     UNARY("Tanh", 6, 13, MX_TANH, OP_FLOATS | OP_F64),
     {"", "Gelu", 20, 20, claim_gelu, translate_gelu, OP_SHAPELESS, OP_FLOATS, 0,
      "approximate 'none' or 'tanh'; half types computed in float32"},
@@ -417,7 +418,9 @@ const op_row ops_activation_rows[] = {
     POINTWISE("Elu", 6, 22, PW_ELU, NULL),
     POINTWISE("Selu", 6, 22, PW_SELU, NULL),
     POINTWISE("Celu", 12, 12, PW_CELU, NULL),
-    POINTWISE_T("HardSigmoid", 6, 22, PW_HARD_SIGMOID, OP_FLOATS | OP_F64, NULL),
+    POINTWISE_T("HardSigmoid", 6, 22, PW_HARD_SIGMOID, OP_FLOATS | OP_F64,
+                "CPU, float32, in a shape-keyed group: elementwise host-chain steps, folded into "
+                "the kernel computing its input where nothing else reads it"),
     POINTWISE_T("HardSwish", 14, 22, PW_HARD_SWISH, OP_FLOATS | OP_F64, NULL),
     POINTWISE("Mish", 18, 22, PW_MISH, NULL),
     POINTWISE("Softplus", 1, 22, PW_SOFTPLUS, NULL),

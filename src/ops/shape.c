@@ -968,7 +968,7 @@ const op_row ops_shape_rows[] = {
      NULL},
     {"", "Concat", 4, 13, claim_concat, translate_concat, OP_SHAPELESS, ANY_F64, AXES_ATTR,
      "inputs must share a dtype; a negative axis counts from the back (before opset 11 too, as "
-     "in ONNX Runtime)"},
+     "in ONNX Runtime); CPU: joined channels-last when a convolution alone reads it"},
     {"", "Expand", 8, 13, claim_expand, translate_expand, OP_SHAPE_KEYED, ANY_F64, 0,
      "bidirectional broadcast; " HOST_READ_NOTE("the shape input")},
     {"", "Shape", 1, 14, NULL, translate_shape, OP_SHAPE_KEYED, ANY_F64, 0,
