@@ -27,6 +27,16 @@ typedef struct im2col_job {
   int parts;
 } im2col_job;
 
+/* Output position r (row r of the columns): its batch item (returned) and output coordinates. */
+static inline long position_of(const conv_window *g, long r, int *od, int *oh, int *ow) {
+  *ow = (int)(r % g->out[2]);
+  r /= g->out[2];
+  *oh = (int)(r % g->out[1]);
+  r /= g->out[1];
+  *od = (int)(r % g->out[0]);
+  return r / g->out[0];
+}
+
 /* One tap's C channels at x_at into dst: a plain copy when the channels are adjacent. */
 static inline void copy_channels(float *dst, const float *x, long x_at, long c_stride, int c) {
   if (c_stride == 1) {
@@ -45,13 +55,8 @@ static void im2col_rows(const im2col_job *j, long first, long last) {
    * follow one another in memory (stride-1 dilation over dense channels-last rows) */
   bool runs = s[4] == 1 && g->dil[2] == 1 && s[3] == c;
   for (long r = first; r < last; r++) {
-    long rest = r;
-    int ow = (int)(rest % g->out[2]);
-    rest /= g->out[2];
-    int oh = (int)(rest % g->out[1]);
-    rest /= g->out[1];
-    int od = (int)(rest % g->out[0]);
-    long b = rest / g->out[0];
+    int od, oh, ow;
+    long b = position_of(g, r, &od, &oh, &ow);
     float *dst = j->cols + r * taps_c;
     int w0 = ow * g->stride[2] - g->lo[2];
     for (int kd = 0; kd < g->k[0]; kd++) {
@@ -94,13 +99,8 @@ static void im2col_rows_planar(const im2col_job *j, long first, long last) {
   const int c = g->c;
   const long taps_c = (long)g->k[0] * g->k[1] * g->k[2] * c;
   for (long r = first; r < last;) {
-    long rest = r;
-    int ow0 = (int)(rest % g->out[2]);
-    rest /= g->out[2];
-    int oh = (int)(rest % g->out[1]);
-    rest /= g->out[1];
-    int od = (int)(rest % g->out[0]);
-    long b = rest / g->out[0];
+    int od, oh, ow0;
+    long b = position_of(g, r, &od, &oh, &ow0);
     int ow1 = last - r < g->out[2] - ow0 ? ow0 + (int)(last - r) : g->out[2];
     float *row0 = j->cols + (r - ow0) * taps_c; /* output position ow's row: row0 + ow * taps_c */
     long col = 0;
