@@ -17,9 +17,9 @@ int workers_available(void);
 void workers_run(workers_fn fn, void *arg, int parts);
 
 /* Wakes the sleeping pool threads to spin for a while (NUDGED_SPIN_NS in workers.c), as they do
- * after a job, so that a job coming soon finds them awake: a Run calls it before MLX evaluates, whose
- * first host kernel otherwise ran on the caller alone while the others woke (PP-OCRv4 rec's
- * stem, 0.23 ms). */
+ * after a job, so that a job coming soon finds them awake: a Run calls it before MLX evaluates,
+ * whose first host kernel otherwise ran on the caller alone while the others woke (PP-OCRv4
+ * rec's stem, 0.23 ms). */
 void workers_nudge(void);
 
 /* Part `part` of `parts` near-equal ranges of [0, total): [*first, *last), empty for parts past

@@ -397,8 +397,9 @@ static int translate_mul(tr_ctx *t, const ir_node *n, const op_row *r) {
       TR_TRY(hm_swish_fold(t, t->values[x], beta, &y));
     bool plain = beta == 1.0f;
     if (y) {
-      tr_note_path(t, plain ? "Swish, x * Sigmoid(x): the epilogue of the kernel computing x (CPU)"
-                            : "x * Sigmoid(x * beta): the epilogue of the kernel computing x (CPU)");
+      tr_note_path(t, plain
+                          ? "Swish, x * Sigmoid(x): the epilogue of the kernel computing x (CPU)"
+                          : "x * Sigmoid(x * beta): the epilogue of the kernel computing x (CPU)");
     } else {
       TR_TRY(hm_swish(t, t->values[x], beta, &y));
       tr_note_path(t, plain ? "Swish, x * Sigmoid(x): one host kernel (CPU)"
