@@ -140,8 +140,7 @@ static int hard_sigmoid_host(tr_ctx *t, const ir_node *n, mx_array x, double alp
   if (!hm_applies(t, x)) return MX_OK;
   const hc_step steps[] = {{HC_MUL, (float)alpha, 0}, {HC_ADD, (float)beta, 0},
                            {HC_CLIP, 0.0f, 1.0f}};
-  const ir_value *xv = &t->g->values[n->inputs[0]];
-  if (xv->readers == 1 && !xv->is_graph_output) TR_TRY(hc_fold(t, x, steps, 3, y));
+  if (hp_only_reader(t, n->inputs[0]) == n) TR_TRY(hc_fold(t, x, steps, 3, y));
   if (*y) {
     tr_note_path(t, "the epilogue of the kernel computing its input (CPU)");
   } else if (mx_size(x) >= HC_MIN_ELEMENTS) {
