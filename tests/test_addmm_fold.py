@@ -70,8 +70,11 @@ EAGER = {"ONNXRUNTIME_EP_MLX_NO_COMPILE": "1"}
 @pytest.mark.parametrize("a,b,bias_first", [((1, 16, 24), (24, 8), False),
                                             ((2, 3, 16, 24), (24, 8), True),
                                             ((16, 24), (24, 8), False),
-                                            ((3, 37, 700), (700, 45), False)],
-                         ids=["3d", "4d-bias-first", "2d", "tails-two-k-blocks"])
+                                            ((3, 37, 700), (700, 45), False),
+                                            ((1, 128, 40), (40, 24), False),
+                                            ((1, 139, 40), (40, 24), False)],
+                         ids=["3d", "4d-bias-first", "2d", "tails-two-k-blocks",
+                              "rest-of-two-rows-as-4-4", "second-row-block-of-seven-as-4-3"])
 def test_bias_folds_into_the_product(a, b, bias_first, env, packed, monkeypatch, capfd):
     model, feeds = matmul_add(a, b, (b[-1],), bias_first)
     # sums of a[-1] products of unit normals, in another order than ORT's: float32 rounding

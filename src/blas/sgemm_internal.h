@@ -9,9 +9,13 @@
 
 /* A register block of C is MR x NR; A is packed in panels of MR rows, B in panels of NR
  * columns. KC x NR floats of B (24 KiB) stay in the level-1 cache while the kernels stream
- * MC x KC of A (144 KiB) from level 2; NC bounds the packed B block (768 KiB). Chosen by
- * measurement on the project's 2-core machine (docs/BENCHMARKS.md). */
-enum { SGEMM_MR = 6, SGEMM_NR = 16, SGEMM_KC = 384, SGEMM_MC = 96, SGEMM_NC = 512 };
+ * MC x KC of A (198 KiB) from level 2; NC bounds the packed B block (768 KiB). Chosen by
+ * measurement on the project's 2-core machine (docs/BENCHMARKS.md). MC is 132 so that a
+ * transformer's 128 tokens take one pass over each weight panel (96 read every panel twice;
+ * MiniLM's products on one core: 31.5 -> 31.2 ms a Run's worth, on the Zen 3 machine), and a
+ * whole number of MR-row panels, which packing A rounds up to. */
+enum { SGEMM_MR = 6, SGEMM_NR = 16, SGEMM_KC = 384, SGEMM_MC = 132, SGEMM_NC = 512 };
+_Static_assert(SGEMM_MC % SGEMM_MR == 0, "packed A holds whole panels of MR rows");
 
 /* The register kernels. Both write C[0:m, 0:n] (row stride ldc), overwriting it or, when add is
  * set, adding to it, plus bias[0:n] on every row when bias is not NULL, from a packed kc x NR
