@@ -9,6 +9,8 @@
  * and waits only for parts already under way. Thread i looks at part i first, so one job's part
  * i and the next's mostly run on the same core. One job at a time: a second caller that finds
  * the pool busy runs its parts itself, so concurrent sessions never wait on each other.
+ * Participants publish the processor they run on; a pool thread that finds itself on another
+ * participant's processor moves to a free one (see spread_out).
  */
 #include "blas/workers.h"
 
@@ -40,6 +42,8 @@ static struct {
    * holds a claim (the job cannot finish before that claim's part has) */
   workers_fn fn;
   void *arg;
+  cpu_set_t allowed;              /* the processors the process could use at start */
+  atomic_int cpu[MAX_THREADS];    /* per participant (0: the caller): its processor, or -1 */
   atomic_bool taken[MAX_THREADS]; /* per part: claimed (parts beyond the job's stay set) */
   atomic_int done;                /* parts finished */
 } pool = {PTHREAD_ONCE_INIT, 1, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
@@ -57,9 +61,43 @@ static long now_ns(void) {
   return t.tv_sec * 1000000000L + t.tv_nsec;
 }
 
+/* Linux wakes a sleeping thread onto a processor chosen at its wake-up and leaves it there while
+ * it is "cache hot", even when the processor next to it falls idle: after a pause between Runs
+ * (the benchmark's 250 ms settle), MLX's thread and the pool's thread woke onto the same
+ * processor and took turns on it for the first 10 ms of MiniLM's Run while the other processor
+ * idled (scheduler trace). So a participant that finds another on its processor moves itself to
+ * one that none uses: its affinity narrowed to that processor (which moves it at once), then
+ * widened back, so the scheduler stays free to place it afterwards. */
+static void spread_out(int me) {
+  int here = sched_getcpu();
+  if (here < 0) return;
+  atomic_store_explicit(&pool.cpu[me], here, memory_order_relaxed);
+  bool crowded = false;
+  for (int j = 0; j < pool.threads; j++)
+    crowded |= j != me && atomic_load_explicit(&pool.cpu[j], memory_order_relaxed) == here;
+  if (!crowded) return;
+  for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+    if (!CPU_ISSET(cpu, &pool.allowed)) continue;
+    bool taken = false;
+    for (int j = 0; j < pool.threads; j++)
+      taken |= atomic_load_explicit(&pool.cpu[j], memory_order_relaxed) == cpu;
+    if (taken) continue;
+    cpu_set_t one, mask;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (pthread_getaffinity_np(pthread_self(), sizeof mask, &mask) != 0 || !CPU_ISSET(cpu, &mask))
+      return; /* the host narrowed this thread's processors since: leave it be */
+    if (pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0) {
+      atomic_store_explicit(&pool.cpu[me], cpu, memory_order_relaxed);
+      pthread_setaffinity_np(pthread_self(), sizeof mask, &mask);
+    }
+    return;
+  }
+}
+
 /* Spins for the next job, then sleeps until one comes; a nudge (workers_nudge) while asleep
- * starts the spin over. */
-static unsigned long wait_for_job(unsigned long seen) {
+ * starts the spin over. Thread `me` looks for a free processor as it spins. */
+static unsigned long wait_for_job(unsigned long seen, int me) {
   for (long spin_ns = SPIN_NS;; spin_ns = NUDGED_SPIN_NS) {
     long start = now_ns();
     for (int i = 1;; i++) {
@@ -68,9 +106,11 @@ static unsigned long wait_for_job(unsigned long seen) {
       cpu_relax();
       if (i % 64 == 0) {
         if (now_ns() - start > spin_ns) break;
+        spread_out(me);
         sched_yield(); /* a spinning thread must not hold a core another thread waits for */
       }
     }
+    atomic_store_explicit(&pool.cpu[me], -1, memory_order_relaxed); /* asleep: uses none */
     pthread_mutex_lock(&pool.lock);
     pool.sleeping++;
     unsigned long g, nudges = pool.nudges;
@@ -98,8 +138,10 @@ static void run_claimed_parts(int first) {
 static void *pool_thread(void *index) {
   unsigned long seen = 0;
   for (;;) {
-    seen = wait_for_job(seen);
-    run_claimed_parts((int)(intptr_t)index);
+    int me = (int)(intptr_t)index;
+    seen = wait_for_job(seen, me);
+    spread_out(me);
+    run_claimed_parts(me);
   }
   return NULL;
 }
@@ -110,8 +152,10 @@ static void forget_threads(void) { pool.threads = 1; }
 static void start_threads(void) {
   pthread_atfork(NULL, NULL, forget_threads);
   for (int i = 0; i < MAX_THREADS; i++) atomic_store(&pool.taken[i], true); /* no job yet */
-  cpu_set_t cpus;
-  int want = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  for (int i = 0; i < MAX_THREADS; i++) atomic_store(&pool.cpu[i], -1);
+  int want = sched_getaffinity(0, sizeof pool.allowed, &pool.allowed) == 0
+                 ? CPU_COUNT(&pool.allowed)
+                 : 1;
   if (want > MAX_THREADS) want = MAX_THREADS;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -143,6 +187,7 @@ int workers_available(void) {
 void workers_run(workers_fn fn, void *arg, int parts) {
   if (parts > 1 && parts <= MAX_THREADS && workers_available() > 1 &&
       pthread_mutex_trylock(&pool.busy) == 0) {
+    atomic_store_explicit(&pool.cpu[0], sched_getcpu(), memory_order_relaxed);
     pool.fn = fn, pool.arg = arg;
     atomic_store_explicit(&pool.done, 0, memory_order_relaxed);
     for (int part = 0; part < parts; part++)
