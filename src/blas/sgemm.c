@@ -55,6 +55,12 @@ typedef struct product {
 
 static int min_int(int a, int b) { return a < b ? a : b; }
 static int round_up(int v, int to) { return (v + to - 1) / to * to; }
+/* K's blocks: as few as KC allows, of equal depth (K = 400 as 200 + 200, not 384 + 16, whose
+ * second pass would read and write all of C again for 16 products an element). */
+static int k_step(int k) {
+  int blocks = (k + SGEMM_KC - 1) / SGEMM_KC;
+  return blocks > 1 ? (k + blocks - 1) / blocks : k;
+}
 
 /* Packing buffers, one pair per thread, kept for the thread's life. */
 static pthread_key_t buffers_key;
@@ -137,8 +143,8 @@ static void product_on_thread(const product *p, float *buffers) {
   bool rows_in_place = p->csa == 1 && p->alpha == 1.0f;
   for (int jc = 0; jc < p->n; jc += SGEMM_NC) {
     int nc = min_int(SGEMM_NC, p->n - jc);
-    for (int pc = 0; pc < p->k; pc += SGEMM_KC) {
-      int kc = min_int(SGEMM_KC, p->k - pc);
+    for (int pc = 0, step = k_step(p->k); pc < p->k; pc += step) {
+      int kc = min_int(step, p->k - pc);
       pack_b(p->b + pc * p->rsb + jc * p->csb, p->rsb, p->csb, kc, nc, pb);
       int add = pc > 0 || p->add;
       for (int ic = 0; ic < p->m; ic += SGEMM_MC) {
@@ -173,8 +179,8 @@ static void post_rows(const product *p, float *c, int rows) {
  * the tail kernel of its height. The last K block hands each block of rows to post as soon as
  * all its columns are done. */
 static void prepacked_on_thread(const product *p) {
-  for (int pc = 0; pc < p->k; pc += SGEMM_KC) {
-    int kc = min_int(SGEMM_KC, p->k - pc), add = pc > 0;
+  for (int pc = 0, step = k_step(p->k); pc < p->k; pc += step) {
+    int kc = min_int(step, p->k - pc), add = pc > 0;
     bool last = pc + kc >= p->k;
     const float *block = p->packed + (long)pc * p->width + (long)p->col0 * kc;
     for (int ic = 0; ic < p->m; ic += SGEMM_MC) {
@@ -293,8 +299,8 @@ size_t ep_sgemm_packed_floats(int k, int n) {
 
 void ep_sgemm_pack(int k, int n, const float *b, long rsb, long csb, float *packed) {
   long width = round_up(n, SGEMM_NR);
-  for (int pc = 0; pc < k; pc += SGEMM_KC)
-    pack_b(b + pc * rsb, rsb, csb, min_int(SGEMM_KC, k - pc), n, packed + pc * width);
+  for (int pc = 0, step = k_step(k); pc < k; pc += step)
+    pack_b(b + pc * rsb, rsb, csb, min_int(step, k - pc), n, packed + pc * width);
 }
 
 void ep_sgemm_prepacked(int m, int n, int k, const float *a, long lda, const float *packed,
