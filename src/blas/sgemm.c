@@ -27,6 +27,8 @@
 static const double PARALLEL_MIN_FMAS = 1 << 19;
 /* The largest packed B split by rows (half of a core's 512 KiB level 2 here; run_split). */
 static const double ROWS_SPLIT_MAX_B_BYTES = 256 * 1024;
+/* The least work a part is cut to when a product is shared in more parts than threads. */
+static const double PART_MIN_FMAS = 1 << 18;
 
 static atomic_bool use_portable;
 static atomic_bool use_own = true;
@@ -250,7 +252,11 @@ static void run_part(void *arg, int part) {
  * products, 0.36-0.46 after them split by rows). Each thread then reads all of B once per block
  * of rows, hence the bound on B. */
 static void run_split(const product *p) {
-  int threads = (double)p->m * p->n * p->k < PARALLEL_MIN_FMAS ? 1 : workers_available();
+  double fmas = (double)p->m * p->n * p->k;
+  int threads = fmas < PARALLEL_MIN_FMAS ? 1 : workers_available();
+  int parts = workers_parts(); /* a few a thread (workers.h), none under PART_MIN_FMAS */
+  if (fmas / PART_MIN_FMAS < parts) parts = (int)(fmas / PART_MIN_FMAS);
+  if (parts < threads) parts = threads;
   split s = {p, 1, true, round_up(p->n, SGEMM_NR)};
   if (threads > 1) {
     int col_blocks = (p->n + SGEMM_NR - 1) / SGEMM_NR;
@@ -258,11 +264,11 @@ static void run_split(const product *p) {
     bool by_rows = p->packed && p->m > p->n && row_blocks >= 2 * threads &&
                    (double)p->k * p->n * sizeof(float) <= ROWS_SPLIT_MAX_B_BYTES;
     if (!by_rows && (col_blocks >= 2 * threads || col_blocks >= row_blocks)) {
-      s.parts = min_int(threads, col_blocks);
+      s.parts = min_int(parts, col_blocks);
       s.step = (col_blocks + s.parts - 1) / s.parts * SGEMM_NR;
     } else {
       s.by_columns = false;
-      s.parts = min_int(threads, row_blocks);
+      s.parts = min_int(parts, row_blocks);
       s.step = (row_blocks + s.parts - 1) / s.parts * SGEMM_MR;
     }
   }

@@ -21,13 +21,17 @@
 #include <stdint.h>
 #include <time.h>
 
-enum { MAX_THREADS = 16 };
+enum { MAX_THREADS = 16, MAX_PARTS = 64 };
+/* Parts a large job is cut into per thread: the threads share a job's parts first come, first
+ * served, so a thread on a slower processor (this machine's neighbours share its cores: one of
+ * the two ran MiniLM's halves at half the other's speed for milliseconds at a time) leaves more
+ * of them to the other instead of making it wait. With one part per thread the fast thread
+ * finished, spun its 200 us and slept, and the next job ran on the slow one alone. */
+enum { PARTS_PER_THREAD = 4 };
 /* How long an idle thread spins before it sleeps: long enough to cover the elementwise kernels
  * between two products of one graph, short enough to give the core back between Runs. */
 static const long SPIN_NS = 200 * 1000;
-/* How long a nudged thread spins: past MLX's scheduling of a large graph before its first
- * kernel (0.23 ms for PP-OCRv4 rec). */
-static const long NUDGED_SPIN_NS = 1000 * 1000;
+
 
 static struct {
   pthread_once_t once;
@@ -36,7 +40,8 @@ static struct {
   pthread_mutex_t lock;           /* guards sleeping and the condition variable */
   pthread_cond_t wake;
   int sleeping;
-  unsigned long nudges;           /* bumped by workers_nudge; guarded by lock */
+  unsigned long holds_begun;      /* bumped by workers_hold; guarded by lock */
+  atomic_int holds;               /* holds not yet released: threads spin, never sleep */
   atomic_ulong generation;        /* bumped per job */
   /* the current job: written before its parts' flags are cleared, read only by a thread that
    * holds a claim (the job cannot finish before that claim's part has) */
@@ -44,7 +49,8 @@ static struct {
   void *arg;
   cpu_set_t allowed;              /* the processors the process could use at start */
   atomic_int cpu[MAX_THREADS];    /* per participant (0: the caller): its processor, or -1 */
-  atomic_bool taken[MAX_THREADS]; /* per part: claimed (parts beyond the job's stay set) */
+  atomic_int parts;               /* the current job's (read before a claim: any job's will do) */
+  atomic_bool taken[MAX_PARTS];   /* per part: claimed (parts beyond the job's stay set) */
   atomic_int done;                /* parts finished */
 } pool = {PTHREAD_ONCE_INIT, 1, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
           PTHREAD_COND_INITIALIZER};
@@ -95,17 +101,18 @@ static void spread_out(int me) {
   }
 }
 
-/* Spins for the next job, then sleeps until one comes; a nudge (workers_nudge) while asleep
- * starts the spin over. Thread `me` looks for a free processor as it spins. */
+/* Spins for the next job, then sleeps until one comes; a hold (workers_hold) keeps it spinning,
+ * and one begun while it sleeps wakes it. Thread `me` looks for a free processor as it spins. */
 static unsigned long wait_for_job(unsigned long seen, int me) {
-  for (long spin_ns = SPIN_NS;; spin_ns = NUDGED_SPIN_NS) {
+  for (;;) {
     long start = now_ns();
     for (int i = 1;; i++) {
       unsigned long g = atomic_load_explicit(&pool.generation, memory_order_acquire);
       if (g != seen) return g;
       cpu_relax();
       if (i % 64 == 0) {
-        if (now_ns() - start > spin_ns) break;
+        bool held = atomic_load_explicit(&pool.holds, memory_order_relaxed) > 0;
+        if (!held && now_ns() - start > SPIN_NS) break;
         spread_out(me);
         sched_yield(); /* a spinning thread must not hold a core another thread waits for */
       }
@@ -113,9 +120,9 @@ static unsigned long wait_for_job(unsigned long seen, int me) {
     atomic_store_explicit(&pool.cpu[me], -1, memory_order_relaxed); /* asleep: uses none */
     pthread_mutex_lock(&pool.lock);
     pool.sleeping++;
-    unsigned long g, nudges = pool.nudges;
+    unsigned long g, begun = pool.holds_begun;
     while ((g = atomic_load_explicit(&pool.generation, memory_order_acquire)) == seen &&
-           pool.nudges == nudges)
+           pool.holds_begun == begun)
       pthread_cond_wait(&pool.wake, &pool.lock);
     pool.sleeping--;
     pthread_mutex_unlock(&pool.lock);
@@ -123,12 +130,15 @@ static unsigned long wait_for_job(unsigned long seen, int me) {
   }
 }
 
-/* Claims and runs whatever parts of the current job are still unclaimed, starting from part
- * `first` (the thread's own: part i goes to thread i whenever it is there to take it, so the
- * rows a thread writes in one job are the rows it reads in the next, in its own cache). */
-static void run_claimed_parts(int first) {
-  for (int i = 0; i < MAX_THREADS; i++) {
-    int part = (first + i) % MAX_THREADS;
+/* Claims and runs whatever parts of the current job are still unclaimed, thread `me` starting
+ * from the first part of its share (parts are shared out in order, thread i's share the i-th
+ * run of them, so the rows a thread writes in one job are the rows it reads in the next, in its
+ * own cache) and going on past it to whatever the others have not reached. */
+static void run_claimed_parts(int me) {
+  int parts = atomic_load_explicit(&pool.parts, memory_order_relaxed);
+  int first = (int)((long)me * parts / pool.threads);
+  for (int i = 0; i < parts; i++) {
+    int part = (first + i) % parts;
     if (atomic_exchange_explicit(&pool.taken[part], true, memory_order_acq_rel)) continue;
     pool.fn(pool.arg, part);
     atomic_fetch_add_explicit(&pool.done, 1, memory_order_release);
@@ -151,7 +161,7 @@ static void forget_threads(void) { pool.threads = 1; }
 
 static void start_threads(void) {
   pthread_atfork(NULL, NULL, forget_threads);
-  for (int i = 0; i < MAX_THREADS; i++) atomic_store(&pool.taken[i], true); /* no job yet */
+  for (int i = 0; i < MAX_PARTS; i++) atomic_store(&pool.taken[i], true); /* no job yet */
   for (int i = 0; i < MAX_THREADS; i++) atomic_store(&pool.cpu[i], -1);
   int want = sched_getaffinity(0, sizeof pool.allowed, &pool.allowed) == 0
                  ? CPU_COUNT(&pool.allowed)
@@ -169,14 +179,18 @@ static void start_threads(void) {
   pool.threads = started;
 }
 
-void workers_nudge(void) {
+void workers_hold(void) {
   if (workers_available() < 2) return;
+  atomic_fetch_add_explicit(&pool.holds, 1, memory_order_relaxed);
   pthread_mutex_lock(&pool.lock);
-  if (pool.sleeping) {
-    pool.nudges++;
-    pthread_cond_broadcast(&pool.wake);
-  }
+  pool.holds_begun++;
+  if (pool.sleeping) pthread_cond_broadcast(&pool.wake);
   pthread_mutex_unlock(&pool.lock);
+}
+
+void workers_release(void) {
+  if (workers_available() < 2) return;
+  atomic_fetch_sub_explicit(&pool.holds, 1, memory_order_relaxed);
 }
 
 int workers_available(void) {
@@ -184,11 +198,17 @@ int workers_available(void) {
   return pool.threads;
 }
 
+int workers_parts(void) {
+  int threads = workers_available();
+  return threads > 1 ? threads * PARTS_PER_THREAD : 1;
+}
+
 void workers_run(workers_fn fn, void *arg, int parts) {
-  if (parts > 1 && parts <= MAX_THREADS && workers_available() > 1 &&
+  if (parts > 1 && parts <= MAX_PARTS && workers_available() > 1 &&
       pthread_mutex_trylock(&pool.busy) == 0) {
     atomic_store_explicit(&pool.cpu[0], sched_getcpu(), memory_order_relaxed);
     pool.fn = fn, pool.arg = arg;
+    atomic_store_explicit(&pool.parts, parts, memory_order_relaxed);
     atomic_store_explicit(&pool.done, 0, memory_order_relaxed);
     for (int part = 0; part < parts; part++)
       atomic_store_explicit(&pool.taken[part], false, memory_order_release);

@@ -10,17 +10,23 @@ typedef void (*workers_fn)(void *arg, int part);
 /* Threads a job may use, the caller included (at least 1). */
 int workers_available(void);
 
+/* How many parts a large job should be cut into: a few per thread, which the threads share first
+ * come, first served (1 when there is no pool). */
+int workers_parts(void);
+
 /* Calls fn(arg, part) once for each part in [0, parts), on the caller and whichever pool threads
- * are awake to claim a part, and returns when all are done. parts <= workers_available(). When
- * another thread is using the pool, or its threads could not be started, the caller runs every
- * part itself. */
+ * are awake to claim a part, and returns when all are done. parts <= 64. When another thread is
+ * using the pool, or its threads could not be started, the caller runs every part itself. */
 void workers_run(workers_fn fn, void *arg, int parts);
 
-/* Wakes the sleeping pool threads to spin for a while (NUDGED_SPIN_NS in workers.c), as they do
- * after a job, so that a job coming soon finds them awake: a Run calls it before MLX evaluates,
- * whose first host kernel otherwise ran on the caller alone while the others woke (PP-OCRv4
- * rec's stem, 0.23 ms). */
-void workers_nudge(void);
+/* Between workers_hold and workers_release the pool threads spin between jobs instead of going
+ * to sleep 200 us after one, and sleeping ones are woken: a Run holds them through MLX's
+ * evaluation, whose host kernels come between stretches of MLX's own operations. A thread asleep
+ * when a job came took from tens of microseconds to milliseconds to wake, and the job's caller
+ * ran its parts alone meanwhile (PP-OCRv4 rec's stem; MiniLM's first milliseconds). Holds nest;
+ * each must be released. */
+void workers_hold(void);
+void workers_release(void);
 
 /* Part `part` of `parts` near-equal ranges of [0, total): [*first, *last), empty for parts past
  * the end. */

@@ -98,7 +98,6 @@ static void attention(const mx_host_tensor *in, int n_in, const mx_host_tensor *
   at_job j = {g, &in[0], &in[1], &in[2], n_in > 3 ? &in[3] : NULL, (float *)out->data, 1};
   long units = g->items * g->blocks;
   j.parts = units < g->slots ? (int)units : g->slots;
-  if (j.parts > workers_available()) j.parts = workers_available();
   workers_run(attention_part, &j, j.parts);
 }
 
@@ -140,7 +139,8 @@ static bool geometry_of(mx_array q, mx_array kt, mx_array v, at_geometry *g) {
   g->block_rows = (int)((g->m + blocks - 1) / blocks);
   g->blocks = (g->m + g->block_rows - 1) / g->block_rows;
   double units = (double)g->items * g->blocks, m = g->m;
-  g->slots = units < threads ? (int)units : threads;
+  int parts = workers_parts(); /* a scratch block a part, a few parts a thread (workers.h) */
+  g->slots = units < parts ? (int)units : parts;
   double out = (double)g->items * m * g->d, slot = ((double)g->block_rows + 1) * g->n;
   if (out + g->slots * slot > INT_MAX || (double)g->items * m * g->n > (double)LONG_MAX / 2)
     return false;

@@ -268,7 +268,7 @@ static void depthwise_loop(const mx_host_tensor *in, int n_in, const mx_host_ten
   if (j.rows_total == 0) return;
   long taps = (long)g->k[0] * g->k[1] * g->k[2];
   double work = (double)j.rows_total * g->out[2] * taps * g->c;
-  if (work >= PARALLEL_MIN_PRODUCTS) j.parts = workers_available();
+  if (work >= PARALLEL_MIN_PRODUCTS) j.parts = workers_parts();
   if (j.parts > j.rows_total) j.parts = (int)j.rows_total;
   workers_run(depthwise_part, &j, j.parts);
 }

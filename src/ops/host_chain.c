@@ -144,7 +144,7 @@ static void chain_kernel(const mx_host_tensor *in, int n_in, const mx_host_tenso
   (void)n_in;
   const hc_params *p = params;
   hc_job j = {p, in[0].data, (float *)out->data, 1};
-  if (p->elements >= PARALLEL_MIN_ELEMENTS) j.parts = workers_available();
+  if (p->elements >= PARALLEL_MIN_ELEMENTS) j.parts = workers_parts();
   workers_run(chain_part, &j, j.parts);
 }
 

@@ -325,7 +325,7 @@ static void host_math(const mx_host_tensor *in, int n_in, const mx_host_tensor *
   int aux = p->skip ? n_in - 1 : n_in; /* the skip comes last */
   hm_job job = {p, in[0].data, {aux > 1 ? in[1].data : NULL, aux > 2 ? in[2].data : NULL},
                 p->skip ? in[n_in - 1].data : NULL, (float *)out->data, 1};
-  if (p->rows * p->cols >= PARALLEL_MIN_ELEMENTS) job.parts = workers_available();
+  if (p->rows * p->cols >= PARALLEL_MIN_ELEMENTS) job.parts = workers_parts();
   workers_run(run_part, &job, job.parts);
 }
 

@@ -155,7 +155,7 @@ static void im2col_loop(const mx_host_tensor *in, int n_in, const mx_host_tensor
   for (int i = 0; i < nd; i++) j.x_stride[1 + 3 - nd + i] = (long)x->strides[1 + i];
   if (j.rows == 0) return;
   double values = (double)j.rows * g->k[0] * g->k[1] * g->k[2] * g->c;
-  if (values >= PARALLEL_MIN_VALUES) j.parts = workers_available();
+  if (values >= PARALLEL_MIN_VALUES) j.parts = workers_parts();
   if (j.parts > j.rows) j.parts = (int)j.rows;
   workers_run(im2col_part, &j, j.parts);
 }

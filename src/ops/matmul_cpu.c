@@ -123,8 +123,8 @@ static void product_batched(const mx_host_tensor *in, int n_in, const mx_host_te
   (void)n_in;
   const bm_geometry *g = params;
   bm_job j = {g, &in[0], &in[1], (float *)out->data, 1};
-  int threads = workers_available();
-  if (g->items > 1) j.parts = g->items < threads ? (int)g->items : threads;
+  int parts = workers_parts();
+  if (g->items > 1) j.parts = g->items < parts ? (int)g->items : parts;
   workers_run(batched_part, &j, j.parts);
 }
 

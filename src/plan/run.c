@@ -531,15 +531,17 @@ bool plan_turned_eager(const plan *p) {
 }
 
 /* When the last Run took a millisecond or more on the CPU device, the host kernels' pool threads
- * are woken first, so that they spin through MLX's scheduling of the graph (0.2 ms for PP-OCRv4
- * rec) and its first kernel splits over the cores; before a shorter Run they stay asleep. */
+ * are held awake through this one (workers_hold), so that they spin through MLX's scheduling of
+ * the graph (0.2 ms for PP-OCRv4 rec) and its stretches of its own operations, and every host
+ * kernel splits over the cores; before a shorter Run they stay asleep. */
 static const uint64_t WAKE_WORKERS_MIN_NS = 1000 * 1000;
 
 /* --- entry point --------------------------------------------------------------------------- */
 int plan_run(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array *outputs, char *err,
              size_t len) {
   uint64_t start = plan_now_ns();
-  if (p->device == MX_DEVICE_CPU && p->last_run_ns >= WAKE_WORKERS_MIN_NS) workers_nudge();
+  bool hold = p->device == MX_DEVICE_CPU && p->last_run_ns >= WAKE_WORKERS_MIN_NS;
+  if (hold) workers_hold();
   int n_bound = 0;
   mx_array *bound = malloc(sizeof(mx_array) * ((size_t)p->g->n_graph_inputs + 1));
   int rc = bound ? bind_inputs(p, ctx, inputs, bound, &n_bound, err, len) : MX_ERR_NOMEM;
@@ -585,6 +587,7 @@ int plan_run(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array *outputs,
     rc = run_eager(p, ctx, bound, outputs, err, len);
   }
   free(bound);
+  if (hold) workers_release();
   atomic_fetch_add(&p->stats.runs, 1);
   if (rc != MX_OK) atomic_fetch_add(&p->stats.failures, 1);
   p->last_run_ns = plan_now_ns() - start;
