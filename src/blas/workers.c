@@ -31,6 +31,7 @@ enum { PARTS_PER_THREAD = 4 };
 /* How long an idle thread spins before it sleeps: long enough to cover the elementwise kernels
  * between two products of one graph, short enough to give the core back between Runs. */
 static const long SPIN_NS = 200 * 1000;
+static const long MOVE_EVERY_NS = 1000 * 1000; /* spread_out's bound */
 
 
 static struct {
@@ -81,7 +82,11 @@ static void spread_out(int me) {
   bool crowded = false;
   for (int j = 0; j < pool.threads; j++)
     crowded |= j != me && atomic_load_explicit(&pool.cpu[j], memory_order_relaxed) == here;
-  if (!crowded) return;
+  /* at most one move a millisecond: where the scheduler keeps putting it back, the thread would
+   * otherwise spend its spin on affinity calls */
+  static _Thread_local long moved_at;
+  if (!crowded || now_ns() - moved_at < MOVE_EVERY_NS) return;
+  moved_at = now_ns();
   for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
     if (!CPU_ISSET(cpu, &pool.allowed)) continue;
     bool taken = false;
