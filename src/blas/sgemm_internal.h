@@ -12,8 +12,8 @@
  * MC x KC of A (198 KiB) from level 2; NC bounds the packed B block (768 KiB). Chosen by
  * measurement on the project's 2-core machine (docs/BENCHMARKS.md). MC is 132 so that a
  * transformer's 128 tokens take one pass over each weight panel (96 read every panel twice;
- * MiniLM's products on one core: 31.5 -> 31.2 ms a Run's worth, on the Zen 3 machine), and a
- * whole number of MR-row panels, which packing A rounds up to. */
+ * MiniLM's products on one core, measured with 128: 31.5 -> 31.2 ms a Run's worth, on the Zen 3
+ * machine), and a whole number of MR-row panels, which packing A rounds up to. */
 enum { SGEMM_MR = 6, SGEMM_NR = 16, SGEMM_KC = 384, SGEMM_MC = 132, SGEMM_NC = 512 };
 _Static_assert(SGEMM_MC % SGEMM_MR == 0, "packed A holds whole panels of MR rows");
 

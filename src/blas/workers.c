@@ -2,15 +2,16 @@
  * The fork-join pool behind the plugin's matrix product and host kernels. Threads start at the
  * first job, one per core the process may run on (the caller is one of them), and live as long
  * as the process. A job bumps a generation counter; an idle thread spins on it for a short while
- * (matrix products come in bursts, between elementwise kernels), yielding its core to any other
- * runnable thread as it does, and then sleeps on a condition variable. Each part is claimed by
- * whoever comes first, the caller included (an exchange on the part's flag, so exactly one runs
- * it), so a thread that is slow to wake costs nothing: the caller runs the parts nobody claimed
- * and waits only for parts already under way. Thread i looks at part i first, so one job's part
- * i and the next's mostly run on the same core. One job at a time: a second caller that finds
- * the pool busy runs its parts itself, so concurrent sessions never wait on each other.
- * Participants publish the processor they run on; a pool thread that finds itself on another
- * participant's processor moves to a free one (see spread_out).
+ * (matrix products come in bursts, between elementwise kernels), or for as long as a Run holds
+ * the pool (workers_hold), yielding its core to any other runnable thread as it does, and then
+ * sleeps on a condition variable. A large job comes in a few parts a thread; each part is
+ * claimed by whoever comes first, the caller included (an exchange on the part's flag, so
+ * exactly one runs it), so neither a thread slow to wake nor one on a slowed core holds the job
+ * up: the others run the parts it has not claimed. Thread i starts at the i-th share of the
+ * parts, so one job's rows and the next's mostly stay on one core. One job at a time: a second
+ * caller that finds the pool busy runs its parts itself, so concurrent sessions never wait on
+ * each other. Participants publish the processor they run on; a pool thread that finds itself on
+ * another participant's processor moves to a free one (see spread_out).
  */
 #include "blas/workers.h"
 
@@ -32,7 +33,6 @@ enum { PARTS_PER_THREAD = 4 };
  * between two products of one graph, short enough to give the core back between Runs. */
 static const long SPIN_NS = 200 * 1000;
 static const long MOVE_EVERY_NS = 1000 * 1000; /* spread_out's bound */
-
 
 static struct {
   pthread_once_t once;
