@@ -36,7 +36,8 @@ static const long MOVE_EVERY_NS = 1000 * 1000; /* spread_out's bound */
 
 static struct {
   pthread_once_t once;
-  int threads;                    /* including the caller; 1 when no thread started */
+  atomic_int threads;             /* including the caller; 1 when no thread started (read by
+                                   * the threads as they start) */
   pthread_mutex_t busy;           /* held by the thread whose job is running */
   pthread_mutex_t lock;           /* guards sleeping and the condition variable */
   pthread_cond_t wake;
@@ -80,7 +81,8 @@ static void spread_out(int me) {
   if (here < 0) return;
   atomic_store_explicit(&pool.cpu[me], here, memory_order_relaxed);
   bool crowded = false;
-  for (int j = 0; j < pool.threads; j++)
+  int threads = atomic_load_explicit(&pool.threads, memory_order_relaxed);
+  for (int j = 0; j < threads; j++)
     crowded |= j != me && atomic_load_explicit(&pool.cpu[j], memory_order_relaxed) == here;
   /* at most one move a millisecond: where the scheduler keeps putting it back, the thread would
    * otherwise spend its spin on affinity calls */
@@ -90,7 +92,7 @@ static void spread_out(int me) {
   for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
     if (!CPU_ISSET(cpu, &pool.allowed)) continue;
     bool taken = false;
-    for (int j = 0; j < pool.threads; j++)
+    for (int j = 0; j < threads; j++)
       taken |= atomic_load_explicit(&pool.cpu[j], memory_order_relaxed) == cpu;
     if (taken) continue;
     cpu_set_t one, mask;
@@ -141,7 +143,7 @@ static unsigned long wait_for_job(unsigned long seen, int me) {
  * own cache) and going on past it to whatever the others have not reached. */
 static void run_claimed_parts(int me) {
   int parts = atomic_load_explicit(&pool.parts, memory_order_relaxed);
-  int first = (int)((long)me * parts / pool.threads);
+  int first = (int)((long)me * parts / atomic_load_explicit(&pool.threads, memory_order_relaxed));
   for (int i = 0; i < parts; i++) {
     int part = (first + i) % parts;
     if (atomic_exchange_explicit(&pool.taken[part], true, memory_order_acq_rel)) continue;
@@ -162,7 +164,7 @@ static void *pool_thread(void *index) {
 }
 
 /* A forked child has none of the pool's threads: it runs every part itself. */
-static void forget_threads(void) { pool.threads = 1; }
+static void forget_threads(void) { atomic_store(&pool.threads, 1); }
 
 static void start_threads(void) {
   pthread_atfork(NULL, NULL, forget_threads);
@@ -181,7 +183,7 @@ static void start_threads(void) {
     if (pthread_create(&t, &attr, pool_thread, (void *)(intptr_t)started) != 0) break;
   }
   pthread_attr_destroy(&attr);
-  pool.threads = started;
+  atomic_store(&pool.threads, started);
 }
 
 void workers_hold(void) {
@@ -200,7 +202,7 @@ void workers_release(void) {
 
 int workers_available(void) {
   pthread_once(&pool.once, start_threads);
-  return pool.threads;
+  return atomic_load_explicit(&pool.threads, memory_order_relaxed);
 }
 
 int workers_parts(void) {
