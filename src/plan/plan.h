@@ -116,7 +116,9 @@ typedef struct plan {
   int cache_count, cache_capacity;
   uint64_t cache_clock;
   plan_stats stats;
-  uint64_t last_run_ns; /* how long the last Run took (run.c wakes the pool before a long one) */
+  /* how long the last Run took (run.c holds the pool awake through the next when it was long);
+   * atomic, as ORT may run a session from several threads at once */
+  _Atomic uint64_t last_run_ns;
 } plan;
 
 /* Whether a compiled plan has turned eager for the rest of the session: a trace failed where

@@ -534,13 +534,13 @@ bool plan_turned_eager(const plan *p) {
  * are held awake through this one (workers_hold), so that they spin through MLX's scheduling of
  * the graph (0.2 ms for PP-OCRv4 rec) and its stretches of its own operations, and every host
  * kernel splits over the cores; before a shorter Run they stay asleep. */
-static const uint64_t WAKE_WORKERS_MIN_NS = 1000 * 1000;
+static const uint64_t HOLD_WORKERS_MIN_NS = 1000 * 1000;
 
 /* --- entry point --------------------------------------------------------------------------- */
 int plan_run(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array *outputs, char *err,
              size_t len) {
   uint64_t start = plan_now_ns();
-  bool hold = p->device == MX_DEVICE_CPU && p->last_run_ns >= WAKE_WORKERS_MIN_NS;
+  bool hold = p->device == MX_DEVICE_CPU && atomic_load(&p->last_run_ns) >= HOLD_WORKERS_MIN_NS;
   if (hold) workers_hold();
   int n_bound = 0;
   mx_array *bound = malloc(sizeof(mx_array) * ((size_t)p->g->n_graph_inputs + 1));
@@ -590,7 +590,8 @@ int plan_run(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array *outputs,
   if (hold) workers_release();
   atomic_fetch_add(&p->stats.runs, 1);
   if (rc != MX_OK) atomic_fetch_add(&p->stats.failures, 1);
-  p->last_run_ns = plan_now_ns() - start;
-  atomic_fetch_add(&p->stats.eval_ns, p->last_run_ns);
+  uint64_t took = plan_now_ns() - start;
+  atomic_store(&p->last_run_ns, took);
+  atomic_fetch_add(&p->stats.eval_ns, took);
   return rc;
 }
