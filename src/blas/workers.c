@@ -22,13 +22,18 @@
 #include <stdint.h>
 #include <time.h>
 
-enum { MAX_THREADS = 16, MAX_PARTS = 64 };
+enum { MAX_THREADS = 16, MAX_PARTS = 128 };
 /* Parts a large job is cut into per thread: the threads share a job's parts first come, first
  * served, so a thread on a slower processor (this machine's neighbours share its cores: one of
  * the two ran MiniLM's halves at half the other's speed for milliseconds at a time) leaves more
  * of them to the other instead of making it wait. With one part per thread the fast thread
- * finished, spun its 200 us and slept, and the next job ran on the slow one alone. */
-enum { PARTS_PER_THREAD = 4 };
+ * finished, spun its 200 us and slept, and the next job ran on the slow one alone. Eight rather
+ * than four: this machine's processors also vanish for up to 4 ms at a time (a probe thread per
+ * processor, 5 s: 1-1.5 % of the time lost in gaps over 20 us, the longest 4.2 ms), and a part
+ * claimed just before holds the job up; two builds alternated in one process, MiniLM b1 ran
+ * 1.00x-1.12x faster with eight (five rounds), b8 1.00x and 1.07x, PP-OCRv4 rec 1.00x. */
+enum { PARTS_PER_THREAD = 8 };
+_Static_assert(MAX_THREADS * PARTS_PER_THREAD <= MAX_PARTS, "workers_parts() fits a job");
 /* How long an idle thread spins before it sleeps: long enough to cover the elementwise kernels
  * between two products of one graph, short enough to give the core back between Runs. */
 static const long SPIN_NS = 200 * 1000;

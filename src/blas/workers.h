@@ -15,7 +15,7 @@ int workers_available(void);
 int workers_parts(void);
 
 /* Calls fn(arg, part) once for each part in [0, parts), on the caller and whichever pool threads
- * are awake to claim a part, and returns when all are done. parts <= 64. When another thread is
+ * are awake to claim a part, and returns when all are done. parts <= 128. When another thread is
  * using the pool, or its threads could not be started, the caller runs every part itself. */
 void workers_run(workers_fn fn, void *arg, int parts);
 

@@ -924,7 +924,10 @@ int mx_fold_into_product(mx_ctx *ctx, mx_array *out, mx_array product, mx_array 
           row.shape(0) != p.shape(-1) || row.dtype() != p.dtype())
         return MX_OK;
       std::vector<mc::array> ins = p.inputs();
-      ins.push_back(mc::contiguous(row, false, p.primitive().stream()));
+      /* A bias is nearly always a constant, evaluated and contiguous already: taken as it is,
+       * since a Contiguous node would be replayed and visited on every Run (MiniLM: 36 a Run). */
+      bool ready = row.is_available() && row.flags().row_contiguous;
+      ins.push_back(ready ? row : mc::contiguous(row, false, p.primitive().stream()));
       return keep(ctx, out, mc::array(p.shape(), p.dtype(), host->with_extra_input(),
                                       std::move(ins)));
     }
