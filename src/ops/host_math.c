@@ -50,15 +50,16 @@ enum { LANES_MAX = 4 };
  * build allows), with two shortcuts its composed graph cannot take: 2^n goes straight into the
  * exponent bits, and results below float32's smallest normal (x < -87.33654) flush to zero, so no
  * operation ever makes a subnormal. This processor takes a slow assist for each one: softmax rows
- * behind a -3.4e38 attention mask ran 2.6x slower. Inputs above 88.7 are taken as 88.7 (its
- * callers pass at most 0, softmax, and about 1, erf); NaN stays NaN. In place, n vectors. */
+ * behind a -3.4e38 attention mask ran 2.6x slower. Its callers pass x <= 0 (softmax's x - max,
+ * sigmoid's -|x|) or NaN, so there is no overflow to guard; an underflowing lane is not clamped
+ * first but masked to zero at the end, whatever (infinite or NaN, never subnormal) it computed
+ * meanwhile: two selects fewer, softmax over rows of 128 0.87 -> 0.79 ns a float on one core,
+ * masked rows alike. NaN stays NaN. In place, n vectors. */
 HOST_INLINE void exp8n(f32x8 *x, const int n, const fm_constants *c) {
   const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer in the low bits */
   i32x8 underflow[LANES_MAX];
   f32x8 t[LANES_MAX], k[LANES_MAX], r[LANES_MAX], p[LANES_MAX], y[LANES_MAX];
   FOR_LANES(n, underflow[l] = x[l] < -87.33654f);
-  FOR_LANES(n, x[l] = select8(underflow[l], splat8(-87.33654f), x[l]));
-  FOR_LANES(n, x[l] = select8(x[l] > 88.7f, splat8(88.7f), x[l]));
   FOR_LANES(n, t[l] = x[l] * c->log2e + magic);
   FOR_LANES(n, k[l] = t[l] - magic);
   FOR_LANES(n, r[l] = x[l] + (k[l] * -c->ln2_hi + 0.0f));
