@@ -34,6 +34,10 @@ typedef struct at_geometry {
   float scale;
   bool masked, heads_last;
 } at_geometry;
+/* With [batch, heads] batch axes the units go head by head (all of one head's items, then the
+ * next head's), so that the threads' shares of them (workers.c: thread i starts at the i-th
+ * share) fall on the heads whose columns each thread wrote in the query, key and value products
+ * before, split by columns: their rows are in its own cache, not the other core's. */
 
 typedef struct at_job {
   const at_geometry *g;
@@ -61,6 +65,10 @@ static void attention_part(void *arg, int part) {
   workers_range(g->items * g->blocks, j->parts, part, &first, &last);
   for (long unit = first; unit < last; unit++) {
     long item = unit / g->blocks;
+    if (g->n_batch == 2) { /* heads outermost: see at_geometry */
+      long heads = g->batch[1], batch = g->batch[0];
+      item = item % batch * heads + item / batch;
+    }
     int row0 = (int)(unit % g->blocks) * g->block_rows;
     int rows = g->m - row0 < g->block_rows ? g->m - row0 : g->block_rows;
     const float *qi = (const float *)q->data + mm_item_offset(q, g->n_batch, g->batch, item) +
