@@ -31,7 +31,7 @@ enum { MAX_THREADS = 16, MAX_PARTS = 128 };
  * than four: this machine's processors also vanish for up to 4 ms at a time (a probe thread per
  * processor, 5 s: 1-1.5 % of the time lost in gaps over 20 us, the longest 4.2 ms), and a part
  * claimed just before holds the job up; two builds alternated in one process, MiniLM b1 ran
- * 1.00x-1.12x faster with eight (five rounds), b8 1.00x and 1.07x, PP-OCRv4 rec 1.00x. */
+ * 1.00x-1.12x faster with eight (six rounds), b8 1.00x and 1.07x, PP-OCRv4 rec 1.00x. */
 enum { PARTS_PER_THREAD = 8 };
 _Static_assert(MAX_THREADS * PARTS_PER_THREAD <= MAX_PARTS, "workers_parts() fits a job");
 /* How long an idle thread spins before it sleeps: long enough to cover the elementwise kernels

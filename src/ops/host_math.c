@@ -51,10 +51,10 @@ enum { LANES_MAX = 4 };
  * exponent bits, and results below float32's smallest normal (x < -87.33654) flush to zero, so no
  * operation ever makes a subnormal. This processor takes a slow assist for each one: softmax rows
  * behind a -3.4e38 attention mask ran 2.6x slower. Its callers pass x <= 0 (softmax's x - max,
- * sigmoid's -|x|) or NaN, so there is no overflow to guard; an underflowing lane is not clamped
- * first but masked to zero at the end, whatever (infinite or NaN, never subnormal) it computed
- * meanwhile: two selects fewer, softmax over rows of 128 0.87 -> 0.79 ns a float on one core,
- * masked rows alike. NaN stays NaN. In place, n vectors. */
+ * sigmoid's -|x|) or NaN, so there is no overflow to guard. An underflowing lane is not clamped
+ * first: it computes on (infinities and NaN for the most negative inputs) and its result is
+ * masked to zero at the end. Two selects fewer: softmax over rows of 128, 0.87 -> 0.79 ns a
+ * float on one core, masked rows alike. NaN stays NaN. In place, n vectors. */
 HOST_INLINE void exp8n(f32x8 *x, const int n, const fm_constants *c) {
   const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer in the low bits */
   i32x8 underflow[LANES_MAX];
