@@ -366,46 +366,52 @@ static int translate_add(tr_ctx *t, const ir_node *n, const op_row *r) {
   return op_translate_binary(t, n, r);
 }
 
-/* The last Mul of Gelu's five-node spelling, or Swish's x * Sigmoid(x), on the CPU device for
- * float32: one host kernel from the chain's input (the chain's inner nodes are translated but
- * never evaluated). */
+/* An activation spelled in nodes whose last is a Mul, from its input x, as one host kernel on the
+ * CPU device for float32 (the spelling's inner nodes are translated but never evaluated): Gelu's
+ * five nodes, or Swish's x * Sigmoid(x * beta). When only the spelling reads x, the kernel
+ * computing x applies it to the rows it has just finished (MiniLM's feed-forward layers), and
+ * the node's path note says which of the two it became. */
+typedef struct spelled_activation {
+  bool gelu;
+  float beta; /* Swish's */
+  const char *as_epilogue, *as_kernel; /* path notes */
+} spelled_activation;
+
+static int translate_spelled(tr_ctx *t, int x, const spelled_activation *a) {
+  const ir_value *xv = &t->g->values[x];
+  mx_array in = t->values[x], y = NULL;
+  if (xv->readers == 2 && !xv->is_graph_output)
+    TR_TRY(a->gelu ? hm_gelu_fold(t, in, &y) : hm_swish_fold(t, in, a->beta, &y));
+  if (y) {
+    tr_note_path(t, a->as_epilogue);
+  } else {
+    TR_TRY(a->gelu ? hm_gelu(t, in, &y) : hm_swish(t, in, a->beta, &y));
+    tr_note_path(t, a->as_kernel);
+  }
+  return tr_out_cast(t, 0, y);
+}
+
 static int translate_mul(tr_ctx *t, const ir_node *n, const op_row *r) {
   bool floats = hm_applies(t, tr_in(t, 0));
   int x = floats ? hp_gelu_input(t, n) : IR_NONE;
   if (x != IR_NONE && hm_applies(t, t->values[x])) {
-    const ir_value *xv = &t->g->values[x];
-    mx_array y = NULL;
-    /* x read by the spelling's two nodes alone: the product computing it applies the Gelu to
-     * the rows it has just finished (MiniLM's feed-forward layers) */
-    if (xv->readers == 2 && !xv->is_graph_output) TR_TRY(hm_gelu_fold(t, t->values[x], &y));
-    if (y) {
-      tr_note_path(t, "last of a Gelu's five nodes: the epilogue of the kernel computing its "
-                      "input (CPU)");
-    } else {
-      TR_TRY(hm_gelu(t, t->values[x], &y));
-      tr_note_path(t, "last of a Gelu's five nodes: one host kernel (CPU)");
-    }
-    return tr_out_cast(t, 0, y);
+    spelled_activation gelu = {
+        true, 0.0f,
+        "last of a Gelu's five nodes: the epilogue of the kernel computing its input (CPU)",
+        "last of a Gelu's five nodes: one host kernel (CPU)"};
+    return translate_spelled(t, x, &gelu);
   }
   float beta = 1.0f;
   x = floats ? hp_swish_input(t, n, &beta) : IR_NONE;
   if (x != IR_NONE && hm_applies(t, t->values[x])) {
-    const ir_value *xv = &t->g->values[x];
-    mx_array y = NULL;
-    /* x read by the spelling's two nodes alone: the kernel computing it applies the Swish */
-    if (xv->readers == 2 && !xv->is_graph_output)
-      TR_TRY(hm_swish_fold(t, t->values[x], beta, &y));
-    bool plain = beta == 1.0f;
-    if (y) {
-      tr_note_path(t, plain
-                          ? "Swish, x * Sigmoid(x): the epilogue of the kernel computing x (CPU)"
-                          : "x * Sigmoid(x * beta): the epilogue of the kernel computing x (CPU)");
-    } else {
-      TR_TRY(hm_swish(t, t->values[x], beta, &y));
-      tr_note_path(t, plain ? "Swish, x * Sigmoid(x): one host kernel (CPU)"
-                            : "x * Sigmoid(x * beta): one host kernel (CPU)");
+    spelled_activation swish = {
+        false, beta, "Swish, x * Sigmoid(x): the epilogue of the kernel computing x (CPU)",
+        "Swish, x * Sigmoid(x): one host kernel (CPU)"};
+    if (beta != 1.0f) {
+      swish.as_epilogue = "x * Sigmoid(x * beta): the epilogue of the kernel computing x (CPU)";
+      swish.as_kernel = "x * Sigmoid(x * beta): one host kernel (CPU)";
     }
-    return tr_out_cast(t, 0, y);
+    return translate_spelled(t, x, &swish);
   }
   return op_translate_binary(t, n, r);
 }
