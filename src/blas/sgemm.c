@@ -212,26 +212,34 @@ static void product_unblocked(const product *p) {
     }
 }
 
-enum { MAX_SPLIT_PARTS = 128 }; /* workers_run's bound */
-
 typedef struct split {
   const product *whole;
   int parts;
   bool by_columns;
-  int start[MAX_SPLIT_PARTS + 1]; /* part i: columns (or rows) [start[i], start[i + 1]) */
+  int blocks; /* register blocks of columns (or rows), cut by workers_tapered_range */
 } split;
 
+/* Part `part` of the split: its register blocks from workers_tapered_range, each share's parts
+ * largest first and tapering to a block. A job ends when its last part does: with equal parts
+ * (MiniLM's feed-forward products: 96 columns, or 32 columns 1536 deep) the thread that finished
+ * first waited at every product for most of one of the other's, where the taper leaves it a
+ * block or two to take over. MiniLM b1 with the benchmark's pause between Runs: the calling
+ * thread waited 0.95-0.99 ms a Run at the ends of the pool's jobs (all kinds), 0.46-0.54 ms with
+ * the taper, 0.24 ms of it at products. */
 static void run_part(void *arg, int part) {
   const split *s = arg;
   product p = *s->whole;
-  int start = s->start[part], count = s->start[part + 1] - start;
-  if (count <= 0) return;
+  long first, last;
+  workers_tapered_range(s->blocks, s->parts, part, &first, &last);
+  int unit = s->by_columns ? SGEMM_NR : SGEMM_MR, extent = s->by_columns ? p.n : p.m;
+  int start = (int)first * unit, stop = min_int((int)last * unit, extent);
+  if (start >= stop) return;
   if (s->by_columns) {
-    p.n = count;
+    p.n = stop - start;
     p.b += start * p.csb, p.c += start, p.col0 += start;
     if (p.bias) p.bias += start;
   } else {
-    p.m = count;
+    p.m = stop - start;
     p.a += start * p.rsa, p.c += (long)start * p.ldc;
   }
   if (p.packed) {
@@ -241,30 +249,6 @@ static void run_part(void *arg, int part) {
   float *buffers = thread_buffers();
   if (buffers) product_on_thread(&p, buffers);
   else product_unblocked(&p);
-}
-
-/* Cuts `blocks` register blocks of `unit` columns (or rows), `extent` in all, into s->parts
- * ranges: one share of blocks a thread, as many parts each (workers.c: thread i starts at the
- * i-th share and then helps with the others'), a share's parts largest first and tapering to a
- * block or two. A job ends when its last part does: with equal parts (MiniLM's feed-forward
- * products: 96 columns, or 32 columns 1536 deep) the thread that finished first waited at every
- * product for most of one of the other's, where the taper leaves it a block or two to take
- * over. MiniLM b1 with the benchmark's pause between Runs: the calling thread waited 0.95-0.99
- * ms a Run at the ends of the pool's jobs (all kinds), 0.46-0.54 ms with the taper, 0.24 ms of
- * it at products. Parts past a short share's blocks are empty. */
-static void taper(split *s, int blocks, int unit, int extent, int threads) {
-  int per_share = s->parts / threads, k = 0;
-  long at = 0;
-  for (int share = 0; share < threads; share++) {
-    long left = (long)blocks * (share + 1) / threads - (long)blocks * share / threads;
-    for (int q = per_share; q > 0; q--) {
-      long size = (2 * left + q) / (q + 1); /* ceil(2 left / (q + 1)): all of it when q is 1 */
-      if (size > left) size = left;
-      s->start[k++] = at * unit < extent ? (int)(at * unit) : extent;
-      at += size, left -= size;
-    }
-  }
-  s->start[k] = extent;
 }
 
 /* Runs p over the pool's threads: by columns of C in whole register blocks, or by rows when C
@@ -279,22 +263,18 @@ static void taper(split *s, int blocks, int unit, int extent, int threads) {
 static void run_split(const product *p) {
   double fmas = (double)p->m * p->n * p->k;
   int threads = fmas < PARALLEL_MIN_FMAS ? 1 : workers_available();
-  split s = {.whole = p, .parts = 1, .by_columns = true, .start = {0, p->n}};
+  int col_blocks = (p->n + SGEMM_NR - 1) / SGEMM_NR;
+  split s = {p, 1, true, col_blocks};
   if (threads > 1) {
     int parts = workers_parts(); /* a few a thread (workers.h), none under PART_MIN_FMAS */
     if (fmas / PART_MIN_FMAS < parts) parts = (int)(fmas / PART_MIN_FMAS);
-    if (parts > MAX_SPLIT_PARTS) parts = MAX_SPLIT_PARTS;
-    if (parts < threads) parts = threads;
-    int col_blocks = (p->n + SGEMM_NR - 1) / SGEMM_NR;
     int row_blocks = (p->m + SGEMM_MR - 1) / SGEMM_MR;
     bool by_rows = p->packed && p->m > p->n && row_blocks >= 2 * threads &&
                    (double)p->k * p->n * sizeof(float) <= ROWS_SPLIT_MAX_B_BYTES;
     s.by_columns = !by_rows && (col_blocks >= 2 * threads || col_blocks >= row_blocks);
-    int blocks = s.by_columns ? col_blocks : row_blocks;
-    s.parts = min_int(parts, blocks) / threads * threads; /* whole shares */
+    s.blocks = s.by_columns ? col_blocks : row_blocks;
+    s.parts = min_int(parts, s.blocks) / threads * threads; /* whole shares */
     if (s.parts < threads) s.parts = threads;
-    if (s.by_columns) taper(&s, blocks, SGEMM_NR, p->n, threads);
-    else taper(&s, blocks, SGEMM_MR, p->m, threads);
   }
   workers_run(run_part, &s, s.parts);
 }

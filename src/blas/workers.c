@@ -235,3 +235,20 @@ void workers_run(workers_fn fn, void *arg, int parts) {
   }
   for (int part = 0; part < parts; part++) fn(arg, part);
 }
+
+void workers_tapered_range(long total, int parts, int part, long *first, long *last) {
+  int threads = workers_available();
+  /* a share with no more items than parts: one item a part, as workers_range cuts it */
+  if (parts < threads || parts % threads != 0 || total <= parts) {
+    workers_range(total, parts, part, first, last);
+    return;
+  }
+  int per_share = parts / threads, share = part / per_share;
+  long at = total * share / threads, left = total * (share + 1) / threads - at, size = 0;
+  for (int q = per_share, i = 0; i <= part % per_share; q--, i++) {
+    at += size, left -= size;
+    size = (2 * left + q) / (q + 1); /* ceil(2 left / (q + 1)): all that is left when q is 1 */
+    if (size > left) size = left;
+  }
+  *first = at, *last = at + size;
+}

@@ -36,4 +36,13 @@ static inline void workers_range(long total, int parts, int part, long *first, l
   *last = *first + per < total ? *first + per : total;
 }
 
+/* Part `part` of `parts` ranges of [0, total), cut for workers_run's order: one share of the
+ * parts a thread (thread i starts at the i-th share, then helps with the others'), each share's
+ * ranges largest first and tapering to one item, so that a job ends on a short part rather than
+ * on whichever equal part the slower thread claimed last. [*first, *last), empty for parts past
+ * a short share's items. Share i is the i-th of `threads` near-equal runs of items whatever
+ * the job, so consecutive jobs keep their rows on one core. Where parts is not a whole number of
+ * shares, or there are no more items than parts, the ranges are workers_range's. */
+void workers_tapered_range(long total, int parts, int part, long *first, long *last);
+
 #endif
