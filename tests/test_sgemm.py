@@ -69,7 +69,8 @@ BATTERY = textwrap.dedent("""
 
     count = 0
     shapes = [(1, 1, 1), (5, 7, 3), (6, 16, 8), (7, 17, 300), (13, 1100, 530), (200, 33, 800),
-              (1, 1536, 384), (97, 5, 600), (128, 128, 32), (64, 40, 0)]
+              (1, 1536, 384), (97, 5, 600), (128, 128, 32), (64, 40, 0),
+              (1000, 70, 400)]  # column blocks cut into pieces of rows
     for order in (ROW, COL):
         for ta in (0, 1):
             for tb in (0, 1):
@@ -107,7 +108,7 @@ def test_cblas_sgemm_battery(portable):
     r = subprocess.run([sys.executable, "-c", BATTERY.format(here=HERE)], capture_output=True,
                        text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-4000:]
-    assert "checked 320" in r.stdout
+    assert "checked 352" in r.stdout
 
 
 @pytest.mark.parametrize("a_shape,b_shape,trans_b", [
@@ -122,6 +123,19 @@ def test_matmul_through_the_ep(a_shape, b_shape, trans_b):
                        [("y", TP.FLOAT, None)])
     check_against_cpu(model, {"a": rand(a_shape, seed=1), "b": rand(b_shape, seed=2)},
                       rtol=1e-4, atol=1e-4)
+
+
+def test_packed_weight_product_of_many_rows(capfd):
+    """A constant right operand is packed once; with 1024 rows a column block is much work, so
+    the threads' parts start and end with pieces of a block's rows (src/blas/sgemm.c, run_part)."""
+    w = rand((384, 400), seed=3)
+    model = make_model([helper.make_node("MatMul", ["a", "w"], ["y"], name="mm")],
+                       [("a", TP.FLOAT, [8, 128, 384])], [("y", TP.FLOAT, None)],
+                       initializers=[("w", w)])
+    feeds = {"a": rand((8, 128, 384), seed=4)}
+    got, ref, err = harness.run_with_paths(model, feeds, capfd)
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-4, atol=1e-4)
+    assert "node 'mm' (MatMul): packed weight (CPU)" in err, err[-2000:]
 
 
 BATCHED = "batched, operands read in place (CPU)"

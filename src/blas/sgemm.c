@@ -212,36 +212,26 @@ static void product_unblocked(const product *p) {
     }
 }
 
+/* The most pieces of rows a column block is cut into, and the least work a piece is cut to. */
+enum { MAX_ROW_CHUNKS = 4 };
+static const double CHUNK_MIN_FMAS = 1 << 21; /* about 45 us on one core here */
+
 typedef struct split {
   const product *whole;
   int parts;
   bool by_columns;
   int blocks; /* register blocks of columns (or rows), cut by workers_tapered_range */
+  int chunks; /* by columns: pieces of rows a column block is cut into */
 } split;
 
-/* Part `part` of the split: its register blocks from workers_tapered_range, each share's parts
- * largest first and tapering to a block. A job ends when its last part does: with equal parts
- * (MiniLM's feed-forward products: 96 columns, or 32 columns 1536 deep) the thread that finished
- * first waited at every product for most of one of the other's, where the taper leaves it a
- * block or two to take over. MiniLM b1 with the benchmark's pause between Runs: the calling
- * thread waited 0.95-0.99 ms a Run at the ends of the pool's jobs (all kinds), 0.46-0.54 ms with
- * the taper, 0.24 ms of it at products. */
-static void run_part(void *arg, int part) {
-  const split *s = arg;
+/* Rows [r0, r1) by columns [c0, c1) of the product, on this thread. */
+static void run_rect(const split *s, int r0, int r1, int c0, int c1) {
   product p = *s->whole;
-  long first, last;
-  workers_tapered_range(s->blocks, s->parts, part, &first, &last);
-  int unit = s->by_columns ? SGEMM_NR : SGEMM_MR, extent = s->by_columns ? p.n : p.m;
-  int start = (int)first * unit, stop = min_int((int)last * unit, extent);
-  if (start >= stop) return;
-  if (s->by_columns) {
-    p.n = stop - start;
-    p.b += start * p.csb, p.c += start, p.col0 += start;
-    if (p.bias) p.bias += start;
-  } else {
-    p.m = stop - start;
-    p.a += start * p.rsa, p.c += (long)start * p.ldc;
-  }
+  if (r0 >= r1 || c0 >= c1) return;
+  p.m = r1 - r0, p.n = c1 - c0;
+  p.a += r0 * p.rsa, p.c += (long)r0 * p.ldc + c0;
+  p.b += c0 * p.csb, p.col0 += c0;
+  if (p.bias) p.bias += c0;
   if (p.packed) {
     prepacked_on_thread(&p);
     return;
@@ -249,6 +239,42 @@ static void run_part(void *arg, int part) {
   float *buffers = thread_buffers();
   if (buffers) product_on_thread(&p, buffers);
   else product_unblocked(&p);
+}
+
+/* Part `part` of the split, from workers_tapered_range: each share's parts largest first and
+ * tapering to one item, an item a column block (by columns) or a block of rows (by rows). A job
+ * ends when its last part does: with equal parts (MiniLM's feed-forward products: 96 columns, or
+ * 32 columns 1536 deep) the thread that finished first waited at every product for most of one
+ * of the other's, where the taper leaves it a block or two to take over. MiniLM b1 with the
+ * benchmark's pause between Runs: the calling thread waited 0.95-0.99 ms a Run at the ends of the
+ * pool's jobs (all kinds), 0.46-0.54 ms with the taper, 0.24 ms of it at products. Where one
+ * column block is itself a lot of work (MiniLM b8: 1024 rows, 135-540 us a block), an item is a
+ * piece of a block's rows, taken in order down each block: a part then starts and ends with a
+ * piece, whole blocks between going through in one call. */
+static void run_part(void *arg, int part) {
+  const split *s = arg;
+  const product *p = s->whole;
+  long first, last;
+  workers_tapered_range((long)s->blocks * s->chunks, s->parts, part, &first, &last);
+  if (!s->by_columns) {
+    run_rect(s, (int)first * SGEMM_MR, min_int((int)last * SGEMM_MR, p->m), 0, p->n);
+    return;
+  }
+  int chunk_rows = round_up((p->m + s->chunks - 1) / s->chunks, SGEMM_MR);
+  while (first < last) {
+    int block = (int)(first / s->chunks), piece = (int)(first % s->chunks);
+    long whole_to = last / s->chunks; /* blocks [block, whole_to) are whole when piece is 0 */
+    if (piece == 0 && whole_to > block) {
+      run_rect(s, 0, p->m, block * SGEMM_NR, min_int((int)whole_to * SGEMM_NR, p->n));
+      first = whole_to * s->chunks;
+      continue;
+    }
+    long to = last < (long)(block + 1) * s->chunks ? last : (long)(block + 1) * s->chunks;
+    int r0 = min_int(piece * chunk_rows, p->m);
+    int r1 = min_int((int)(to - (long)block * s->chunks) * chunk_rows, p->m);
+    run_rect(s, r0, r1, block * SGEMM_NR, min_int((block + 1) * SGEMM_NR, p->n));
+    first = to;
+  }
 }
 
 /* Runs p over the pool's threads: by columns of C in whole register blocks, or by rows when C
@@ -264,7 +290,7 @@ static void run_split(const product *p) {
   double fmas = (double)p->m * p->n * p->k;
   int threads = fmas < PARALLEL_MIN_FMAS ? 1 : workers_available();
   int col_blocks = (p->n + SGEMM_NR - 1) / SGEMM_NR;
-  split s = {p, 1, true, col_blocks};
+  split s = {p, 1, true, col_blocks, 1};
   if (threads > 1) {
     int parts = workers_parts(); /* a few a thread (workers.h), none under PART_MIN_FMAS */
     if (fmas / PART_MIN_FMAS < parts) parts = (int)(fmas / PART_MIN_FMAS);
@@ -275,6 +301,10 @@ static void run_split(const product *p) {
     s.blocks = s.by_columns ? col_blocks : row_blocks;
     s.parts = min_int(parts, s.blocks) / threads * threads; /* whole shares */
     if (s.parts < threads) s.parts = threads;
+    double block_fmas = (double)p->m * SGEMM_NR * p->k;
+    while (s.by_columns && s.chunks < MAX_ROW_CHUNKS && s.chunks * SGEMM_MR * 2 <= p->m &&
+           block_fmas / (s.chunks * 2) >= CHUNK_MIN_FMAS)
+      s.chunks *= 2;
   }
   workers_run(run_part, &s, s.parts);
 }
