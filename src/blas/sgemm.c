@@ -285,10 +285,13 @@ static void run_part(void *arg, int part) {
  * convolution, another such product), where by columns each read all of A, half of it from the
  * other core's cache (PP-OCRv4 rec's 240-channel depthwise layers ran 0.66-0.76 ms after such
  * products, 0.36-0.46 after them split by rows). Each thread then reads all of B once per block
- * of rows, hence the bound on B. */
+ * of rows, hence the bound on B. A product run inside a part of a pool job (attention's per-head
+ * products) takes the whole of itself on that thread: cut into parts it ran them one after
+ * another, each packing its own copy of B (MiniLM b1's attention kernel, calls alternated in one
+ * process: 370 -> 367 and 385 -> 378 us). */
 static void run_split(const product *p) {
   double fmas = (double)p->m * p->n * p->k;
-  int threads = fmas < PARALLEL_MIN_FMAS ? 1 : workers_available();
+  int threads = fmas < PARALLEL_MIN_FMAS || workers_inside_job() ? 1 : workers_available();
   int col_blocks = (p->n + SGEMM_NR - 1) / SGEMM_NR;
   split s = {p, 1, true, col_blocks, 1};
   if (threads > 1) {

@@ -142,6 +142,10 @@ static unsigned long wait_for_job(unsigned long seen, int me) {
   }
 }
 
+static _Thread_local int inside_job; /* parts of a pool job this thread is running */
+
+bool workers_inside_job(void) { return inside_job > 0; }
+
 /* Claims and runs whatever parts of the current job are still unclaimed, thread `me` starting
  * from the first part of its share (parts are shared out in order, thread i's share the i-th
  * run of them, so the rows a thread writes in one job are the rows it reads in the next, in its
@@ -152,7 +156,9 @@ static void run_claimed_parts(int me) {
   for (int i = 0; i < parts; i++) {
     int part = (first + i) % parts;
     if (atomic_exchange_explicit(&pool.taken[part], true, memory_order_acq_rel)) continue;
+    inside_job++;
     pool.fn(pool.arg, part);
+    inside_job--;
     atomic_fetch_add_explicit(&pool.done, 1, memory_order_release);
   }
 }

@@ -5,6 +5,8 @@
 #ifndef EP_BLAS_WORKERS_H
 #define EP_BLAS_WORKERS_H
 
+#include <stdbool.h>
+
 typedef void (*workers_fn)(void *arg, int part);
 
 /* Threads a job may use, the caller included (at least 1). */
@@ -18,6 +20,12 @@ int workers_parts(void);
  * are awake to claim a part, and returns when all are done. parts <= 128. When another thread is
  * using the pool, or its threads could not be started, the caller runs every part itself. */
 void workers_run(workers_fn fn, void *arg, int parts);
+
+/* Whether the calling thread is running a part of a pool job (workers_run). A job it starts
+ * there finds the pool taken and runs all of its parts itself, one after another, so work that
+ * would be cut into parts for the pool (a product's panels, each part packing its own copy of B)
+ * is better left whole. */
+bool workers_inside_job(void);
 
 /* Between workers_hold and workers_release the pool threads spin between jobs instead of going
  * to sleep 200 us after one, and sleeping ones are woken: a Run holds them through MLX's

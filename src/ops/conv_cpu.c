@@ -284,7 +284,7 @@ int conv_cpu_im2col(tr_ctx *t, mx_array x, mx_array w, mx_array packed, mx_array
   TR_TRY(im2col_loop_build(t, x, &g, &cols));
   TR_TRY(im2col_weight(t, w, &w2));
   long k = mx_dim(w2, 0), o = mx_dim(w2, 1);
-  if (!packed || k > INT32_MAX || mx_size(packed) != ep_sgemm_packed_floats((int)k, (int)o))
+  if (!matmul_cpu_packed_for(packed, k, o))
     TR_TRY(matmul_cpu_prepare(t, w2, &packed));
   if (!matmul_cpu_applies(t, cols, w2, packed))
     return tr_fail(t, "the im2col product's %ld x %ld weight cannot be packed", k, o);

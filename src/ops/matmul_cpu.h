@@ -11,6 +11,8 @@
  * (another device or dtype, host kernels switched off (hm_enabled), or MLX's products handed to
  * OpenBLAS). */
 int matmul_cpu_prepare(tr_ctx *t, mx_array w, mx_array *packed);
+/* Whether packed is what matmul_cpu_prepare made of a [k, n] weight. */
+bool matmul_cpu_packed_for(mx_array packed, long k, long n);
 /* Whether a @ w runs over the packed weight: float32 A of rank >= 1 whose last axis is w's rows,
  * outside shapeless traces. */
 bool matmul_cpu_applies(const tr_ctx *t, mx_array a, mx_array w, mx_array packed);
