@@ -176,7 +176,7 @@ static long mask_offset(const hm_params *p, long r) {
  * third scales by the sum's reciprocal. */
 HOST_CLONES_FMA
 void hm_softmax_row(const float *x, float *y, long cols, float scale, const float *m) {
-  const fm_constants *c = constants();
+  const fm_constants c = *constants(); /* a local copy: y may alias it */
   long full = cols - cols % 8;
   int tail = (int)(cols % 8);
   f32x8 m8 = splat8(-INFINITY), v, b;
@@ -196,19 +196,19 @@ void hm_softmax_row(const float *x, float *y, long cols, float scale, const floa
   long i = 0;
   for (; i + 8 * LANES_MAX <= full; i += 8 * LANES_MAX) {
     FOR_LANES(LANES_MAX, (LOAD8(e[l], y + i + 8 * l), e[l] = e[l] - top));
-    exp8n(e, LANES_MAX, c);
+    exp8n(e, LANES_MAX, &c);
     FOR_LANES(LANES_MAX, (STORE8(y + i + 8 * l, e[l]), s8 = s8 + e[l]));
   }
   for (; i < full; i += 8) {
     LOAD8(e[0], y + i);
     e[0] = e[0] - top;
-    exp8n(e, 1, c);
+    exp8n(e, 1, &c);
     STORE8(y + i, e[0]);
     s8 = s8 + e[0];
   }
   if (tail) {
     e[0] = load_part(y + full, tail, top) - top;
-    exp8n(e, 1, c);
+    exp8n(e, 1, &c);
     memcpy(y + full, &e[0], (size_t)tail * sizeof *y);
   }
   float s = lanes_sum(s8);
@@ -289,19 +289,19 @@ HOST_INLINE void map8n(const f32x8 *v, f32x8 *e, const int n, hm_kind kind, floa
 /* One elementwise kind over n elements. */
 HOST_CLONES_FMA
 static void map_elements(const float *x, float *y, long n, hm_kind kind, float beta) {
-  const fm_constants *c = constants();
+  const fm_constants c = *constants(); /* a local copy: y may alias it */
   f32x8 v[LANES_MAX], e[LANES_MAX];
   long i = 0;
   for (; i + 8 * LANES_MAX <= n; i += 8 * LANES_MAX) {
     FOR_LANES(LANES_MAX, LOAD8(v[l], x + i + 8 * l));
-    map8n(v, e, LANES_MAX, kind, beta, c);
+    map8n(v, e, LANES_MAX, kind, beta, &c);
     FOR_LANES(LANES_MAX, STORE8(y + i + 8 * l, e[l]));
   }
   for (; i < n; i += 8) {
     int count = n - i < 8 ? (int)(n - i) : 8;
     if (count == 8) LOAD8(v[0], x + i);
     else v[0] = load_part(x + i, count, 0.0f);
-    map8n(v, e, 1, kind, beta, c);
+    map8n(v, e, 1, kind, beta, &c);
     if (count == 8) STORE8(y + i, e[0]);
     else memcpy(y + i, &e[0], (size_t)count * sizeof *y);
   }
