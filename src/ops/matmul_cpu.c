@@ -22,26 +22,36 @@ typedef struct mm_geometry {
   int k, n;
 } mm_geometry;
 
-/* The packed weight starts at its buffer's first 64-byte boundary, the buffer holding that much
- * slack: MLX's CPU allocator hands out addresses 8 bytes past one, where half of B's 32-byte
- * loads straddled two cache lines. MiniLM's 36 products alone (the plugin's product called
- * directly, two copies in one process alternated): 2.0-2.6 % slower with the weights 24 bytes
- * past a boundary, in four runs. */
+/* The packed weight starts at a 64-byte boundary inside its buffer: MLX's CPU allocator hands
+ * out addresses 8 bytes past one, where half of B's 32-byte loads straddled two cache lines
+ * (MiniLM's 36 products alone, the plugin's product called directly, two copies in one process
+ * alternated: 2.0-2.6 % slower with the weights 24 bytes past a boundary, in four runs). The
+ * buffer's first float records where the panels start, so a copy of the buffer elsewhere (MLX
+ * is free to move an array's data) still finds them, aligned or not; the slack covers it. */
 enum { ALIGN_SLACK_FLOATS = 64 / sizeof(float) };
-static float *aligned_panels(const void *buffer) {
-  return (float *)(((uintptr_t)buffer + 63) & ~(uintptr_t)63);
-}
 
 static size_t packed_buffer_floats(int k, int n) {
   size_t floats = ep_sgemm_packed_floats(k, n);
   return floats ? floats + ALIGN_SLACK_FLOATS : 0;
 }
 
+/* Where the panels start: past the record, at the first 64-byte boundary (1 to 16 floats in). */
+static float *place_panels(float *buffer) {
+  float *panels = (float *)(((uintptr_t)(buffer + 1) + 63) & ~(uintptr_t)63);
+  buffer[0] = (float)(panels - buffer);
+  return panels;
+}
+
+static const float *packed_panels(const void *buffer) {
+  const float *b = buffer;
+  return b + (int)b[0];
+}
+
 static void pack_weight(const mx_host_tensor *in, int n_in, const mx_host_tensor *out,
                         const void *params) {
   (void)n_in;
   const mm_geometry *g = params;
-  ep_sgemm_pack(g->k, g->n, in[0].data, g->n, 1, aligned_panels(out->data));
+  ep_sgemm_pack(g->k, g->n, in[0].data, g->n, 1, place_panels((float *)out->data));
 }
 
 /* in: A [..., k] (row-major), the packed weight, and the bias [n] when one was folded in */
@@ -51,7 +61,7 @@ static void product_packed(const mx_host_tensor *in, int n_in, const mx_host_ten
   long m = 1;
   for (int i = 0; i + 1 < in[0].ndim; i++) m *= in[0].shape[i];
   ep_sgemm_post post = {out->epilogue, out->epilogue_params};
-  ep_sgemm_prepacked((int)m, g->n, g->k, in[0].data, g->k, aligned_panels(in[1].data),
+  ep_sgemm_prepacked((int)m, g->n, g->k, in[0].data, g->k, packed_panels(in[1].data),
                      n_in > 2 ? in[2].data : NULL, out->epilogue ? &post : NULL,
                      (float *)out->data, g->n);
 }
