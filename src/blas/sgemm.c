@@ -96,17 +96,26 @@ static void pack_a(const float *a, long rs, long cs, int mc, int kc, float alpha
 
 /* kc x nc of B into panels of NR columns, each stored k-major; the last panel is padded with
  * zeros. A row-major B is read row by row, in memory order: B is often a weight matrix just
- * fetched from memory, where a walk down 16-column strips would cost a stream per row. */
-static void pack_b(const float *b, long rs, long cs, int kc, int nc, float *dst) {
-  int full = nc / SGEMM_NR * SGEMM_NR;
+ * fetched from memory, where a walk down 16-column strips would cost a stream per row. A B whose
+ * columns lie in rows (rs == 1) goes whole panel by whole panel through the kernels' transposing
+ * packer where there is one: gathered one float at a time, attention's keys took about a
+ * quarter of its score products' time. */
+static void pack_b(const sgemm_kernels *k, const float *b, long rs, long cs, int kc, int nc,
+                   float *dst) {
+  int full = nc / SGEMM_NR * SGEMM_NR, done = 0;
   if (cs == 1) {
     for (int p = 0; p < kc; p++) {
       const float *row = b + p * rs;
       for (int j0 = 0; j0 < full; j0 += SGEMM_NR)
         memcpy(dst + (long)j0 * kc + p * SGEMM_NR, row + j0, SGEMM_NR * sizeof *dst);
     }
+    done = full;
+  } else if (rs == 1 && k->pack_columns) {
+    for (int j0 = 0; j0 < full; j0 += SGEMM_NR)
+      k->pack_columns(b + j0 * cs, cs, kc, dst + (long)j0 * kc);
+    done = full;
   }
-  for (int j0 = cs == 1 ? full : 0; j0 < nc; j0 += SGEMM_NR) {
+  for (int j0 = done; j0 < nc; j0 += SGEMM_NR) {
     int nr = min_int(SGEMM_NR, nc - j0);
     float *panel = dst + (long)j0 * kc;
     for (int p = 0; p < kc; p++, panel += SGEMM_NR) {
@@ -147,7 +156,7 @@ static void product_on_thread(const product *p, float *buffers) {
     int nc = min_int(SGEMM_NC, p->n - jc);
     for (int pc = 0, step = k_step(p->k); pc < p->k; pc += step) {
       int kc = min_int(step, p->k - pc);
-      pack_b(p->b + pc * p->rsb + jc * p->csb, p->rsb, p->csb, kc, nc, pb);
+      pack_b(&p->kernels, p->b + pc * p->rsb + jc * p->csb, p->rsb, p->csb, kc, nc, pb);
       int add = pc > 0 || p->add;
       for (int ic = 0; ic < p->m; ic += SGEMM_MC) {
         int mc = min_int(SGEMM_MC, p->m - ic);
@@ -342,8 +351,9 @@ size_t ep_sgemm_packed_floats(int k, int n) {
 
 void ep_sgemm_pack(int k, int n, const float *b, long rsb, long csb, float *packed) {
   long width = round_up(n, SGEMM_NR);
+  sgemm_kernels kernels = sgemm_pick_kernels(atomic_load(&use_portable));
   for (int pc = 0, step = k_step(k); pc < k; pc += step)
-    pack_b(b + pc * rsb, rsb, csb, min_int(step, k - pc), n, packed + pc * width);
+    pack_b(&kernels, b + pc * rsb, rsb, csb, min_int(step, k - pc), n, packed + pc * width);
 }
 
 void ep_sgemm_prepacked(int m, int n, int k, const float *a, long lda, const float *packed,

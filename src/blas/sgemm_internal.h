@@ -34,6 +34,10 @@ typedef struct sgemm_kernels {
    * row-major A, which would otherwise be packed and computed as a whole panel). */
   void (*rows_tail[SGEMM_MR])(int kc, const float *a, long lda, const float *b, float *c,
                               long ldc, int n, int add, const float *bias);
+  /* One whole panel of B (kc x NR) whose columns lie in rows: element (p, j) at b[p + j * cs]
+   * (a transposed operand, attention's keys), into dst k-major, or NULL where the processor
+   * has no faster way than pack_b's gather. */
+  void (*pack_columns)(const float *b, long cs, int kc, float *dst);
 } sgemm_kernels;
 
 /* The fastest kernels this processor runs, or the portable ones when portable is set. */

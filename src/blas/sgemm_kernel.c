@@ -180,6 +180,40 @@ ROWS_AVX2(4)
 ROWS_AVX2(5)
 ROWS_AVX2(6)
 
+/* 8 rows of 8 floats (row i at src + i * stride) transposed into dst's 8 rows (row i at dst + i *
+ * SGEMM_NR): row i of the result holds element i of every source row. */
+AVX2_FMA static inline __attribute__((always_inline)) void
+transpose8(const float *src, long stride, float *dst) {
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * stride);
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4)
+    for (int h = 0; h < 2; h++) {
+      r[i + h] = _mm256_shuffle_ps(t[i + h], t[i + h + 2], _MM_SHUFFLE(1, 0, 1, 0));
+      r[i + h + 2] = _mm256_shuffle_ps(t[i + h], t[i + h + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+  /* r[0..3] hold rows 0-3's elements (0,4), (2,6), (1,5), (3,7) by lane half; r[4..7] rows 4-7's */
+  static const int order[4] = {0, 2, 1, 3};
+  for (int i = 0; i < 4; i++) {
+    _mm256_storeu_ps(dst + order[i] * SGEMM_NR, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+    _mm256_storeu_ps(dst + (order[i] + 4) * SGEMM_NR,
+                     _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+  }
+}
+
+/* sgemm_kernels.pack_columns: the panel's 16 columns are 16 rows of b, cs apart, each kc long;
+ * whole 8 x 8 blocks through transpose8, the last kc % 8 steps one float at a time. */
+AVX2_FMA static void pack_columns_avx2(const float *b, long cs, int kc, float *dst) {
+  int whole = kc / 8 * 8;
+  for (int p = 0; p < whole; p += 8)
+    for (int j = 0; j < SGEMM_NR; j += 8) transpose8(b + j * cs + p, cs, dst + p * SGEMM_NR + j);
+  for (int p = whole; p < kc; p++)
+    for (int j = 0; j < SGEMM_NR; j++) dst[p * SGEMM_NR + j] = b[j * cs + p];
+}
+
 static bool has_avx2_fma(void) {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -191,9 +225,11 @@ sgemm_kernels sgemm_pick_kernels(bool portable) {
   if (!portable && has_avx2_fma())
     return (sgemm_kernels){kernel_avx2, kernel_rows6_avx2,
                            {NULL, kernel_rows1_avx2, kernel_rows2_avx2, kernel_rows3_avx2,
-                            kernel_rows4_avx2, kernel_rows5_avx2}};
+                            kernel_rows4_avx2, kernel_rows5_avx2},
+                           pack_columns_avx2};
 #endif
   return (sgemm_kernels){kernel_portable, kernel_rows6_portable,
                          {NULL, kernel_rows1_portable, kernel_rows2_portable,
-                          kernel_rows3_portable, kernel_rows4_portable, kernel_rows5_portable}};
+                          kernel_rows3_portable, kernel_rows4_portable, kernel_rows5_portable},
+                         NULL};
 }
