@@ -98,8 +98,9 @@ static void pack_a(const float *a, long rs, long cs, int mc, int kc, float alpha
  * zeros. A row-major B is read row by row, in memory order: B is often a weight matrix just
  * fetched from memory, where a walk down 16-column strips would cost a stream per row. A B whose
  * columns lie in rows (rs == 1) goes whole panel by whole panel through the kernels' transposing
- * packer where there is one: gathered one float at a time, attention's keys took about a
- * quarter of its score products' time. */
+ * packer where there is one: gathered one float at a time, attention's keys cost its score
+ * products (MiniLM b1, summed over both threads, two runs each way) 578 and 522 thousand cycles a
+ * layer, against 481 and 498 through the transposes. */
 static void pack_b(const sgemm_kernels *k, const float *b, long rs, long cs, int kc, int nc,
                    float *dst) {
   int full = nc / SGEMM_NR * SGEMM_NR, done = 0;
