@@ -4,7 +4,8 @@ NumPy: both storage orders, every transpose pair, alpha and beta (beta 0 must no
 there stay out), shapes that end in partial register blocks, that split over threads by columns
 and by rows, that span several cache blocks of K and N, and leading dimensions wider than the
 rows. Each battery runs in a child process that first creates an MLX EP session, which is what
-applies the environment switches: once with the processor's kernels, once with the portable ones
+applies the environment switches: once with the processor's kernels, once without the AVX-512
+kernel (ONNXRUNTIME_EP_MLX_NO_AVX512_SGEMM=1), once with the portable ones
 (ONNXRUNTIME_EP_MLX_PORTABLE_SGEMM=1). A model-level check runs MatMuls through the EP and proves
 they ran on MLX, so they reached this product; batched MatMuls of computed operands (attention's
 per-head views among them) run as one host kernel that reads the operands where they lie."""
@@ -99,12 +100,16 @@ BATTERY = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("portable", [False, True], ids=["fastest", "portable"])
-def test_cblas_sgemm_battery(portable):
+@pytest.mark.parametrize("kernels", ["fastest", "avx2", "portable"])
+def test_cblas_sgemm_battery(kernels):
     env = dict(os.environ)
-    env.pop("ONNXRUNTIME_EP_MLX_NO_OWN_SGEMM", None)
-    if portable:
+    for name in ("ONNXRUNTIME_EP_MLX_NO_OWN_SGEMM", "ONNXRUNTIME_EP_MLX_PORTABLE_SGEMM",
+                 "ONNXRUNTIME_EP_MLX_NO_AVX512_SGEMM"):
+        env.pop(name, None)
+    if kernels == "portable":
         env["ONNXRUNTIME_EP_MLX_PORTABLE_SGEMM"] = "1"
+    if kernels == "avx2":  # the AVX2 kernels alone, also where the processor has AVX-512
+        env["ONNXRUNTIME_EP_MLX_NO_AVX512_SGEMM"] = "1"
     r = subprocess.run([sys.executable, "-c", BATTERY.format(here=HERE)], capture_output=True,
                        text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-4000:]

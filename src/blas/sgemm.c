@@ -31,9 +31,15 @@ static const double ROWS_SPLIT_MAX_B_BYTES = 256 * 1024;
 static const double PART_MIN_FMAS = 1 << 18;
 
 static atomic_bool use_portable;
+static atomic_bool use_wide = true;
 static atomic_bool use_own = true;
 
 void ep_sgemm_use_portable(bool portable) { atomic_store(&use_portable, portable); }
+void ep_sgemm_use_avx512(bool avx512) { atomic_store(&use_wide, avx512); }
+
+static sgemm_kernels kernels_now(void) {
+  return sgemm_pick_kernels(atomic_load(&use_portable), atomic_load(&use_wide));
+}
 
 typedef struct product {
   int m, n, k;
@@ -146,6 +152,29 @@ static void rows_panels(const sgemm_kernels *k, int kc, const float *a, long rsa
   }
 }
 
+/* C[0:m, 0:n] from m rows of A read where they lie and the packed panels of B for those n
+ * columns (panel j at b + j * NR * kc, each after the one before), bias (when not NULL) the
+ * row added for those columns: two whole panels at a time through the pair kernel where the
+ * processor has one, for whole blocks of MR rows (the rest of the rows as rows_panels would cut
+ * them); every other column panel by panel. */
+static void rows_columns(const sgemm_kernels *k, int kc, const float *a, long rsa, const float *b,
+                         float *c, long ldc, int m, int n, int add, const float *bias) {
+  int jr = 0, whole = m / SGEMM_MR * SGEMM_MR;
+  if (m - whole > 0 && m - whole < 3 && whole > 0) whole -= SGEMM_MR; /* as rows_panels */
+  for (; k->rows_pair && whole > 0 && jr + 2 * SGEMM_NR <= n; jr += 2 * SGEMM_NR) {
+    const float *pair = b + (long)jr * kc, *pair_bias = bias ? bias + jr : NULL;
+    for (int ir = 0; ir < whole; ir += SGEMM_MR)
+      k->rows_pair(kc, a + ir * rsa, rsa, pair, c + (long)ir * ldc + jr, ldc, add, pair_bias);
+    for (int h = 0; h < 2 && whole < m; h++)
+      rows_panels(k, kc, a + whole * rsa, rsa, pair + (long)h * SGEMM_NR * kc,
+                  c + (long)whole * ldc + jr + h * SGEMM_NR, ldc, m - whole, SGEMM_NR, add,
+                  pair_bias ? pair_bias + h * SGEMM_NR : NULL);
+  }
+  for (; jr < n; jr += SGEMM_NR)
+    rows_panels(k, kc, a, rsa, b + (long)jr * kc, c + jr, ldc, m, min_int(SGEMM_NR, n - jr), add,
+                bias ? bias + jr : NULL);
+}
+
 /* The whole of p on this thread: B block by block, then register blocks with B's panel held in
  * level 1 while A's rows stream past it. A row-major A (with alpha 1) is read where it lies, a
  * last partial panel of rows through the tail kernel of its height; any other is packed block
@@ -164,17 +193,15 @@ static void product_on_thread(const product *p, float *buffers) {
         const float *a = p->a + ic * p->rsa + pc * p->csa;
         if (!rows_in_place) pack_a(a, p->rsa, p->csa, mc, kc, p->alpha, pa);
         float *c = p->c + (long)ic * p->ldc + jc;
-        for (int jr = 0; jr < nc; jr += SGEMM_NR) {
-          int nr = min_int(SGEMM_NR, nc - jr);
-          const float *b = pb + jr * kc;
-          if (!rows_in_place) {
-            for (int ir = 0; ir < mc; ir += SGEMM_MR)
-              p->kernels.packed(kc, pa + ir * kc, b, c + (long)ir * p->ldc + jr, p->ldc,
-                                min_int(SGEMM_MR, mc - ir), nr, add, NULL);
-            continue;
-          }
-          rows_panels(&p->kernels, kc, a, p->rsa, b, c + jr, p->ldc, mc, nr, add, NULL);
+        if (rows_in_place) {
+          rows_columns(&p->kernels, kc, a, p->rsa, pb, c, p->ldc, mc, nc, add, NULL);
+          continue;
         }
+        for (int jr = 0; jr < nc; jr += SGEMM_NR)
+          for (int ir = 0; ir < mc; ir += SGEMM_MR)
+            p->kernels.packed(kc, pa + ir * kc, pb + jr * kc, c + (long)ir * p->ldc + jr,
+                              p->ldc, min_int(SGEMM_MR, mc - ir), min_int(SGEMM_NR, nc - jr),
+                              add, NULL);
       }
     }
   }
@@ -199,11 +226,8 @@ static void prepacked_on_thread(const product *p) {
       int mc = min_int(SGEMM_MC, p->m - ic);
       const float *a = p->a + (long)ic * p->rsa + pc;
       float *c = p->c + (long)ic * p->ldc;
-      for (int jr = 0; jr < p->n; jr += SGEMM_NR) {
-        int nr = min_int(SGEMM_NR, p->n - jr);
-        const float *b = block + (long)jr * kc, *bias = p->bias && !add ? p->bias + jr : NULL;
-        rows_panels(&p->kernels, kc, a, p->rsa, b, c + jr, p->ldc, mc, nr, add, bias);
-      }
+      rows_columns(&p->kernels, kc, a, p->rsa, block, c, p->ldc, mc, p->n, add,
+                   add ? NULL : p->bias);
       if (last && p->post) post_rows(p, c, mc);
     }
   }
@@ -342,7 +366,7 @@ void ep_sgemm(int m, int n, int k, float alpha, const float *a, long rsa, long c
   /* beta == 0: the kernels overwrite C on their first pass over K, without reading it. */
   if (beta != 0.0f) scale_c(m, n, beta, c, ldc);
   product p = {m, n, k, alpha, a, rsa, csa, b, rsb, csb, c, ldc, beta != 0.0f,
-               sgemm_pick_kernels(atomic_load(&use_portable))};
+               kernels_now()};
   run_split(&p);
 }
 
@@ -352,7 +376,7 @@ size_t ep_sgemm_packed_floats(int k, int n) {
 
 void ep_sgemm_pack(int k, int n, const float *b, long rsb, long csb, float *packed) {
   long width = round_up(n, SGEMM_NR);
-  sgemm_kernels kernels = sgemm_pick_kernels(atomic_load(&use_portable));
+  sgemm_kernels kernels = kernels_now();
   for (int pc = 0, step = k_step(k); pc < k; pc += step)
     pack_b(&kernels, b + pc * rsb, rsb, csb, min_int(step, k - pc), n, packed + pc * width);
 }
@@ -370,7 +394,7 @@ void ep_sgemm_prepacked(int m, int n, int k, const float *a, long lda, const flo
     return;
   }
   product p = {m, n, k, 1.0f, a, lda, 1, NULL, 0, 0, c, ldc, false,
-               sgemm_pick_kernels(atomic_load(&use_portable)), packed, round_up(n, SGEMM_NR), 0,
+               kernels_now(), packed, round_up(n, SGEMM_NR), 0,
                bias, post};
   run_split(&p);
 }

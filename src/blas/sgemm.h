@@ -44,4 +44,9 @@ bool ep_sgemm_own_serves(void);
  * (ONNXRUNTIME_EP_MLX_PORTABLE_SGEMM=1). Process-wide. */
 void ep_sgemm_use_portable(bool portable);
 
+/* Whether the AVX-512 kernel may serve whole blocks where the processor has AVX-512F (the
+ * default), or the AVX2 kernels alone (ONNXRUNTIME_EP_MLX_NO_AVX512_SGEMM=1: to test them on such
+ * a processor, or to compare). Process-wide. */
+void ep_sgemm_use_avx512(bool avx512);
+
 #endif

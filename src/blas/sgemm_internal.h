@@ -38,9 +38,16 @@ typedef struct sgemm_kernels {
    * (a transposed operand, attention's keys), into dst k-major, or NULL where the processor
    * has no faster way than pack_b's gather. */
   void (*pack_columns)(const float *b, long cs, int kc, float *dst);
+  /* MR full rows of A read where they lie against two whole panels of B that follow each other
+   * (b, then b + kc * NR: 2 * NR columns), or NULL where the processor has no wider registers:
+   * twice the columns per step over k for the same count of accumulator registers. */
+  void (*rows_pair)(int kc, const float *a, long lda, const float *b, float *c, long ldc,
+                    int add, const float *bias);
 } sgemm_kernels;
 
-/* The fastest kernels this processor runs, or the portable ones when portable is set. */
-sgemm_kernels sgemm_pick_kernels(bool portable);
+/* The fastest kernels this processor runs, or the portable ones when portable is set; wide
+ * false leaves out the AVX-512 pair kernel (the AVX2 ones alone, to test them on any
+ * processor that has AVX-512, or to compare). */
+sgemm_kernels sgemm_pick_kernels(bool portable, bool wide);
 
 #endif

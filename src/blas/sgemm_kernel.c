@@ -2,9 +2,11 @@
  * The register kernels of the plugin's single-precision matrix product (sgemm.c): one 6 x 16
  * block of C from a packed 6-row panel of A and a packed 16-column panel of B. The x86-64 build
  * has a version in AVX2 fused multiply-adds, 12 accumulators of 8 floats, chosen once at first use
- * when the processor has AVX2 and FMA; every other processor runs the portable version, which
- * rounds each product before adding it. Both write C through the same store step: overwrite or
- * add, and a partial block (at the right or bottom edge) through a scratch tile.
+ * when the processor has AVX2 and FMA, and where it also has AVX-512F a 6 x 32 block over two
+ * panels at once, 12 accumulators of 16 floats, for whole blocks; every other processor runs the
+ * portable version, which rounds each product before adding it. All write C through the same
+ * store step: overwrite or add, and a partial block (at the right or bottom edge) through a
+ * scratch tile.
  */
 #include "blas/sgemm_internal.h"
 
@@ -214,22 +216,88 @@ AVX2_FMA static void pack_columns_avx2(const float *b, long cs, int kc, float *d
     for (int j = 0; j < SGEMM_NR; j++) dst[p * SGEMM_NR + j] = b[j * cs + p];
 }
 
+#define AVX512 __attribute__((target("avx512f,avx2,fma")))
+
+/* sgemm_kernels.rows_pair in AVX-512: 6 whole rows by the 32 columns of two panels, the same
+ * steps as rows_avx2 with each accumulator twice as wide (12 of 32 registers). A step asks for
+ * the next pair's lines as rows_avx2 does for the next panel. On the Zen 4 machine of
+ * 2026-12-04, MiniLM's 36 products on one core, each into a buffer of its own: 128 rows 24.8 ms
+ * against 25.1-25.3 with the AVX2 kernel, 1024 rows 194.5-196.3 against 199.5-213. */
+/* One step over k for row i of the pair: its element ai times both panels' 16 floats. */
+#define PAIR_STEP(ai, c0, c1)                                                                     \
+  do {                                                                                            \
+    __m512 a_ = _mm512_set1_ps(ai);                                                               \
+    c0 = _mm512_fmadd_ps(a_, x0, c0), c1 = _mm512_fmadd_ps(a_, x1, c1);                          \
+  } while (0)
+/* Row i's two accumulators plus the bias (when given) and C (when adding), stored. */
+#define PAIR_STORE(i, c0, c1)                                                                     \
+  do {                                                                                            \
+    float *row_ = c + (i) * ldc;                                                                  \
+    if (bias) c0 = _mm512_add_ps(c0, b0), c1 = _mm512_add_ps(c1, b16);                            \
+    if (add) {                                                                                    \
+      c0 = _mm512_add_ps(c0, _mm512_loadu_ps(row_));                                              \
+      c1 = _mm512_add_ps(c1, _mm512_loadu_ps(row_ + SGEMM_NR));                                   \
+    }                                                                                             \
+    _mm512_storeu_ps(row_, c0), _mm512_storeu_ps(row_ + SGEMM_NR, c1);                            \
+  } while (0)
+
+AVX512 static void kernel_rows6_pair_avx512(int kc, const float *a, long lda, const float *b,
+                                            float *c, long ldc, int add, const float *bias) {
+  __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  const float *r0 = a, *r1 = a + lda, *r2 = r1 + lda, *r3 = r2 + lda, *r4 = r3 + lda,
+              *r5 = r4 + lda;
+  for (int i = 0; i < SGEMM_MR; i++) {
+    __builtin_prefetch(c + i * ldc, 1, 3);
+    __builtin_prefetch(c + i * ldc + SGEMM_NR, 1, 3);
+    __builtin_prefetch(c + i * ldc + 2 * SGEMM_NR - 1, 1, 3);
+  }
+  const float *b1 = b + (long)kc * SGEMM_NR, *next = b1 + (long)kc * SGEMM_NR;
+  for (int k = 0; k < kc; k++, b += SGEMM_NR, b1 += SGEMM_NR, next += SGEMM_NR) {
+    __m512 x0 = _mm512_loadu_ps(b), x1 = _mm512_loadu_ps(b1);
+    _mm_prefetch((const char *)next, _MM_HINT_T1);
+    _mm_prefetch((const char *)(next + (long)kc * SGEMM_NR), _MM_HINT_T1);
+    PAIR_STEP(r0[k], c00, c01);
+    PAIR_STEP(r1[k], c10, c11);
+    PAIR_STEP(r2[k], c20, c21);
+    PAIR_STEP(r3[k], c30, c31);
+    PAIR_STEP(r4[k], c40, c41);
+    PAIR_STEP(r5[k], c50, c51);
+  }
+  __m512 b0 = _mm512_setzero_ps(), b16 = b0;
+  if (bias) b0 = _mm512_loadu_ps(bias), b16 = _mm512_loadu_ps(bias + SGEMM_NR);
+  PAIR_STORE(0, c00, c01);
+  PAIR_STORE(1, c10, c11);
+  PAIR_STORE(2, c20, c21);
+  PAIR_STORE(3, c30, c31);
+  PAIR_STORE(4, c40, c41);
+  PAIR_STORE(5, c50, c51);
+}
+
 static bool has_avx2_fma(void) {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
+
+static bool has_avx512f(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f");
+}
 #endif
 
-sgemm_kernels sgemm_pick_kernels(bool portable) {
+sgemm_kernels sgemm_pick_kernels(bool portable, bool wide) {
 #if defined(__x86_64__)
   if (!portable && has_avx2_fma())
     return (sgemm_kernels){kernel_avx2, kernel_rows6_avx2,
                            {NULL, kernel_rows1_avx2, kernel_rows2_avx2, kernel_rows3_avx2,
                             kernel_rows4_avx2, kernel_rows5_avx2},
-                           pack_columns_avx2};
+                           pack_columns_avx2,
+                           wide && has_avx512f() ? kernel_rows6_pair_avx512 : NULL};
+#else
+  (void)wide;
 #endif
   return (sgemm_kernels){kernel_portable, kernel_rows6_portable,
                          {NULL, kernel_rows1_portable, kernel_rows2_portable,
                           kernel_rows3_portable, kernel_rows4_portable, kernel_rows5_portable},
-                         NULL};
+                         NULL, NULL};
 }

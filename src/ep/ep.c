@@ -82,6 +82,7 @@ OrtStatus *ep_create(ep_factory *factory, const OrtSessionOptions *so, const Ort
     /* process-wide: the last session's settings hold */
     ep->own_sgemm = ep_sgemm_use_own(ep->options.own_sgemm);
     ep_sgemm_use_portable(ep->options.portable_sgemm);
+    ep_sgemm_use_avx512(ep->options.avx512_sgemm);
     hm_set_enabled(ep->options.host_math);
     report_blas(ep);
     if (ep->options.cpu_cache_mb > 0) use_buffer_cache(ep);

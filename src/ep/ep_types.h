@@ -32,6 +32,7 @@ typedef struct ep_options {
   bool own_sgemm;         /* off with ONNXRUNTIME_EP_MLX_NO_OWN_SGEMM=1 (blas/sgemm.c) */
   bool host_math;         /* off with ONNXRUNTIME_EP_MLX_NO_HOST_MATH=1 (ops/host_math.c) */
   bool portable_sgemm;    /* on with ONNXRUNTIME_EP_MLX_PORTABLE_SGEMM=1 (blas/sgemm_kernel.c) */
+  bool avx512_sgemm;      /* off with ONNXRUNTIME_EP_MLX_NO_AVX512_SGEMM=1 (blas/sgemm_kernel.c) */
   long cpu_cache_mb;      /* option cpu_cache_mb: MLX's CPU buffer cache at least this (0: MLX's) */
 } ep_options;
 

@@ -15,6 +15,8 @@
  * ONNXRUNTIME_EP_MLX_NO_AVX2_KERNELS=1 leaves MLX's CPU kernel compiler as it is (cpu_kernels.c);
  * ONNXRUNTIME_EP_MLX_NO_OWN_SGEMM=1 hands MLX's CPU matrix products to OpenBLAS (blas/sgemm.c);
  * ONNXRUNTIME_EP_MLX_PORTABLE_SGEMM=1 runs them with the portable kernels (for tests);
+ * ONNXRUNTIME_EP_MLX_NO_AVX512_SGEMM=1 runs them with the AVX2 kernels alone where the processor
+ * also has AVX-512 (for tests and A/B);
  * ONNXRUNTIME_EP_MLX_NO_HOST_MATH=1 composes softmax, layer norm and erf on the CPU device from
  * MLX operations instead of running them as host kernels (ops/host_math.c).
  */
@@ -55,6 +57,7 @@ OrtStatus *ep_options_parse(const OrtApi *ort, const OrtSessionOptions *so, ep_o
   out->avx2_kernels = !env_flag("ONNXRUNTIME_EP_MLX_NO_AVX2_KERNELS");
   out->own_sgemm = !env_flag("ONNXRUNTIME_EP_MLX_NO_OWN_SGEMM");
   out->portable_sgemm = env_flag("ONNXRUNTIME_EP_MLX_PORTABLE_SGEMM");
+  out->avx512_sgemm = !env_flag("ONNXRUNTIME_EP_MLX_NO_AVX512_SGEMM");
   out->host_math = !env_flag("ONNXRUNTIME_EP_MLX_NO_HOST_MATH");
   out->cpu_cache_mb = 1024;
   if (!so) return NULL;
