@@ -218,13 +218,6 @@ AVX2_FMA static void pack_columns_avx2(const float *b, long cs, int kc, float *d
 
 #define AVX512 __attribute__((target("avx512f,avx2,fma")))
 
-/* sgemm_kernels.rows_pair in AVX-512: 6 whole rows by the 32 columns of two panels, the same
- * steps as rows_avx2 with each accumulator twice as wide (12 of 32 registers). A step asks for
- * the next pair's lines as rows_avx2 does for the next panel. On the Zen 4 machine of
- * 2026-12-04, MiniLM's 36 products on one core, each into a buffer of its own: 128 rows 24.8 ms
- * against 25.1-25.3 with the AVX2 kernel, 1024 rows 194.5-196.3 against 199.5-213; MiniLM b8
- * through the EP, both builds alternated in one process: 1.3 % and 1.8 % faster. A 12-row
- * version (24 accumulators) was no faster than this one at 1024 rows. */
 /* One step over k for row i of the pair: its element ai times both panels' 16 floats. */
 #define PAIR_STEP(ai, c0, c1)                                                                     \
   do {                                                                                            \
@@ -243,6 +236,13 @@ AVX2_FMA static void pack_columns_avx2(const float *b, long cs, int kc, float *d
     _mm512_storeu_ps(row_, c0), _mm512_storeu_ps(row_ + SGEMM_NR, c1);                            \
   } while (0)
 
+/* sgemm_kernels.rows_pair in AVX-512: 6 whole rows by the 32 columns of two panels, the same
+ * steps as rows_avx2 with each accumulator twice as wide (12 of 32 registers). A step asks for
+ * the next pair's lines as rows_avx2 does for the next panel. On the Zen 4 machine of
+ * 2026-12-04, MiniLM's 36 products on one core, each into a buffer of its own: 128 rows 24.8 ms
+ * against 25.1-25.3 with the AVX2 kernel, 1024 rows 194.5-196.3 against 199.5-213; MiniLM b8
+ * through the EP, both builds alternated in one process: 1.3 % and 1.8 % faster. A 12-row
+ * version (24 accumulators) was no faster than this one at 1024 rows. */
 AVX512 static void kernel_rows6_pair_avx512(int kc, const float *a, long lda, const float *b,
                                             float *c, long ldc, int add, const float *bias) {
   __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
