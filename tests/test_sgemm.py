@@ -116,6 +116,54 @@ def test_cblas_sgemm_battery(kernels):
     assert "checked 352" in r.stdout
 
 
+SAME_BITS = textwrap.dedent("""
+    import ctypes, sys, numpy as np, onnxruntime as ort
+    sys.path.insert(0, {here!r})
+    import onnxruntime_ep_mlx as mlx
+    from mlx_harness import make_model
+    from onnx import TensorProto as TP, helper
+    m = make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", TP.FLOAT, [2])],
+                   [("y", TP.FLOAT, [2])])
+    s = ort.InferenceSession(m.SerializeToString(), mlx.session_options({{"device": "cpu"}}))
+    s.run(None, {{"x": np.ones(2, np.float32)}})
+    f = ctypes.CDLL(mlx.library_path()).cblas_sgemm
+    f.restype = None
+    f.argtypes = [ctypes.c_int] * 6 + [ctypes.c_float, ctypes.c_void_p, ctypes.c_int,
+                  ctypes.c_void_p, ctypes.c_int, ctypes.c_float, ctypes.c_void_p, ctypes.c_int]
+    rng = np.random.default_rng(0)
+    out = []
+    for m, n, k, tb, beta in [(128, 384, 384, 0, 0.0), (1000, 70, 400, 0, 1.0),
+                              (128, 128, 32, 1, 0.0), (13, 1100, 530, 1, 0.5)]:
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
+        c = rng.standard_normal((m, n)).astype(np.float32)
+        f(101, 111, 112 if tb else 111, m, n, k, 1.0, a.ctypes.data, k, b.ctypes.data,
+          k if tb else n, beta, c.ctypes.data, n)
+        out.append(c)
+    np.save(sys.argv[1], np.concatenate([o.ravel() for o in out]))
+""")
+
+
+def test_avx512_kernel_gives_the_avx2_bits(tmp_path):
+    """The AVX-512 pair kernel takes the same fused multiply-adds in the same order as the AVX2
+    kernels, so a product comes out bit for bit the same with it or without it
+    (ONNXRUNTIME_EP_MLX_NO_AVX512_SGEMM=1). On a processor without AVX-512F both runs take the
+    AVX2 kernels."""
+    results = []
+    for wide in (True, False):
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("ONNXRUNTIME_EP_MLX_PORTABLE_SGEMM", "ONNXRUNTIME_EP_MLX_NO_OWN_SGEMM",
+                            "ONNXRUNTIME_EP_MLX_NO_AVX512_SGEMM")}
+        if not wide:
+            env["ONNXRUNTIME_EP_MLX_NO_AVX512_SGEMM"] = "1"
+        path = tmp_path / f"c_{wide}.npy"
+        r = subprocess.run([sys.executable, "-c", SAME_BITS.format(here=HERE), str(path)],
+                           capture_output=True, text=True, env=env, timeout=600)
+        assert r.returncode == 0, r.stderr[-4000:]
+        results.append(np.load(path))
+    assert np.array_equal(results[0].view(np.uint32), results[1].view(np.uint32))
+
+
 @pytest.mark.parametrize("a_shape,b_shape,trans_b", [
     ((3, 128, 384), (384, 1536), False),   # splits by columns over the threads
     ((2, 300, 64), (64, 20), False),       # narrow: splits by rows
