@@ -25,13 +25,14 @@ from mlx_harness import check_against_cpu, make_model, rand
 HERE = os.path.dirname(os.path.abspath(__file__))
 pytestmark = pytest.mark.cpu_device
 
-BATTERY = textwrap.dedent("""
+# The child's first lines: the plugin's cblas_sgemm as `f`, after a session has applied the EP's
+# switches (ep.c), and a seeded `rng`.
+CHILD_PROLOGUE = textwrap.dedent("""
     import ctypes, sys, threading, numpy as np, onnxruntime as ort
     sys.path.insert(0, {here!r})
     import onnxruntime_ep_mlx as mlx
     from mlx_harness import make_model
     from onnx import TensorProto as TP, helper
-    # a session applies the EP's switches (ep.c) before the product is called directly
     m = make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", TP.FLOAT, [2])],
                    [("y", TP.FLOAT, [2])])
     s = ort.InferenceSession(m.SerializeToString(), mlx.session_options({{"device": "cpu"}}))
@@ -41,6 +42,9 @@ BATTERY = textwrap.dedent("""
     f.argtypes = [ctypes.c_int] * 6 + [ctypes.c_float, ctypes.c_void_p, ctypes.c_int,
                   ctypes.c_void_p, ctypes.c_int, ctypes.c_float, ctypes.c_void_p, ctypes.c_int]
     rng = np.random.default_rng(0)
+""")
+
+BATTERY = CHILD_PROLOGUE + textwrap.dedent("""
     ROW, COL, NT, T = 101, 102, 111, 112
 
     def check(order, ta, tb, m, n, k, alpha, beta, pad=0):
@@ -116,21 +120,7 @@ def test_cblas_sgemm_battery(kernels):
     assert "checked 352" in r.stdout
 
 
-SAME_BITS = textwrap.dedent("""
-    import ctypes, sys, numpy as np, onnxruntime as ort
-    sys.path.insert(0, {here!r})
-    import onnxruntime_ep_mlx as mlx
-    from mlx_harness import make_model
-    from onnx import TensorProto as TP, helper
-    m = make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", TP.FLOAT, [2])],
-                   [("y", TP.FLOAT, [2])])
-    s = ort.InferenceSession(m.SerializeToString(), mlx.session_options({{"device": "cpu"}}))
-    s.run(None, {{"x": np.ones(2, np.float32)}})
-    f = ctypes.CDLL(mlx.library_path()).cblas_sgemm
-    f.restype = None
-    f.argtypes = [ctypes.c_int] * 6 + [ctypes.c_float, ctypes.c_void_p, ctypes.c_int,
-                  ctypes.c_void_p, ctypes.c_int, ctypes.c_float, ctypes.c_void_p, ctypes.c_int]
-    rng = np.random.default_rng(0)
+SAME_BITS = CHILD_PROLOGUE + textwrap.dedent("""
     out = []
     for m, n, k, tb, beta in [(128, 384, 384, 0, 0.0), (1000, 70, 400, 0, 1.0),
                               (128, 128, 32, 1, 0.0), (13, 1100, 530, 1, 0.5)]:
