@@ -134,6 +134,13 @@ static void pack_b(const sgemm_kernels *k, const float *b, long rs, long cs, int
   }
 }
 
+/* How many of m rows go through the whole-block kernels: whole blocks of MR, less the last one
+ * where only one or two rows would be left after it (see rows_panels). */
+static int whole_block_rows(int m) {
+  int whole = m / SGEMM_MR * SGEMM_MR, rest = m - whole;
+  return rest > 0 && rest < 3 && whole > 0 ? whole - SGEMM_MR : whole;
+}
+
 /* C[0:m, 0:n] from m rows of A read where they lie (row stride rsa) and one packed panel of B:
  * whole register blocks of MR rows, then the rest through the tail kernels. A rest of one or two
  * rows goes with the last whole block as 4 + 3 or 4 + 4 rows: a kernel of one or two rows holds
@@ -141,8 +148,7 @@ static void pack_b(const sgemm_kernels *k, const float *b, long rs, long cs, int
  * rows: the 2-row kernel took 3% of a Run's time for 1.6% of the work). */
 static void rows_panels(const sgemm_kernels *k, int kc, const float *a, long rsa, const float *b,
                         float *c, long ldc, int m, int n, int add, const float *bias) {
-  int whole = m / SGEMM_MR * SGEMM_MR, rest = m - whole;
-  if (rest > 0 && rest < 3 && whole > 0) whole -= SGEMM_MR, rest += SGEMM_MR;
+  int whole = whole_block_rows(m), rest = m - whole;
   for (int ir = 0; ir < whole; ir += SGEMM_MR)
     k->rows(kc, a + ir * rsa, rsa, b, c + (long)ir * ldc, ldc, n, add, bias);
   while (rest > 0) {
@@ -159,8 +165,7 @@ static void rows_panels(const sgemm_kernels *k, int kc, const float *a, long rsa
  * them); every other column panel by panel. */
 static void rows_columns(const sgemm_kernels *k, int kc, const float *a, long rsa, const float *b,
                          float *c, long ldc, int m, int n, int add, const float *bias) {
-  int jr = 0, whole = m / SGEMM_MR * SGEMM_MR;
-  if (m - whole > 0 && m - whole < 3 && whole > 0) whole -= SGEMM_MR; /* as rows_panels */
+  int jr = 0, whole = whole_block_rows(m);
   for (; k->rows_pair && whole > 0 && jr + 2 * SGEMM_NR <= n; jr += 2 * SGEMM_NR) {
     const float *pair = b + (long)jr * kc, *pair_bias = bias ? bias + jr : NULL;
     for (int ir = 0; ir < whole; ir += SGEMM_MR)

@@ -92,16 +92,17 @@ store_avx2(__m256 rows[SGEMM_MR][2], float *c, long ldc, int m, int n, int add,
 
 _Static_assert(SGEMM_MR == 6, "the AVX2 kernels hold 6 rows, the tail tables 1 to 5");
 
-/* Asks for the m rows of the C tile (16 floats: one or two lines each) before the steps over k,
- * which outlast fetching them. MLX gives each product's output a buffer from its cache, which
- * hands back the buffer freed longest ago, so C is often out of cache, and each row's store waited
- * on its lines at the end of the tile (MiniLM's 36 products on one core, each into a buffer of
+/* Asks for the m rows of the C tile (width floats: 16, one or two lines a row, or the pair
+ * kernel's 32, two or three) before the steps over k, which outlast fetching them. MLX gives
+ * each product's output a buffer from its cache, which hands back the buffer freed longest ago,
+ * so C is often out of cache, and each row's store waited on its lines at the end of the tile (MiniLM's 36 products on one core, each into a buffer of
  * its own: 26.0-26.2 -> 25.0-25.3 ms, as fast as into two buffers in turn; through the EP 26.8-27.3
  * -> 25.8-26.6 ms). */
-static inline __attribute__((always_inline)) void prefetch_tile(const float *c, long ldc, int m) {
+static inline __attribute__((always_inline)) void prefetch_tile(const float *c, long ldc, int m,
+                                                                 int width) {
   for (int i = 0; i < m; i++) {
-    __builtin_prefetch(c + i * ldc, 1, 3);
-    __builtin_prefetch(c + i * ldc + SGEMM_NR - 1, 1, 3);
+    for (int j = 0; j < width; j += SGEMM_NR) __builtin_prefetch(c + i * ldc + j, 1, 3);
+    __builtin_prefetch(c + i * ldc + width - 1, 1, 3);
   }
 }
 
@@ -130,7 +131,7 @@ static inline __attribute__((always_inline)) void prefetch_tile(const float *c, 
 AVX2_FMA static void kernel_avx2(int kc, const float *a, const float *b, float *c, long ldc,
                                  int m, int n, int add, const float *bias) {
   ACCUMULATORS;
-  prefetch_tile(c, ldc, m);
+  prefetch_tile(c, ldc, m, SGEMM_NR);
   for (int k = 0; k < kc; k++, a += SGEMM_MR, b += SGEMM_NR) {
     __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
     STEP(a, a + 1, a + 2, a + 3, a + 4, a + 5);
@@ -157,7 +158,7 @@ rows_avx2(const int M, int kc, const float *a, long lda, const float *b, float *
   ACCUMULATORS;
   const float *r[SGEMM_MR];
   for (int i = 0; i < SGEMM_MR; i++) r[i] = a + (i < M ? i : 0) * lda;
-  prefetch_tile(c, ldc, M);
+  prefetch_tile(c, ldc, M, SGEMM_NR);
   const float *next = b + (long)kc * SGEMM_NR;
   for (int k = 0; k < kc; k++, b += SGEMM_NR, next += SGEMM_NR) {
     __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
@@ -249,11 +250,7 @@ AVX512 static void kernel_rows6_pair_avx512(int kc, const float *a, long lda, co
   __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
   const float *r0 = a, *r1 = a + lda, *r2 = r1 + lda, *r3 = r2 + lda, *r4 = r3 + lda,
               *r5 = r4 + lda;
-  for (int i = 0; i < SGEMM_MR; i++) {
-    __builtin_prefetch(c + i * ldc, 1, 3);
-    __builtin_prefetch(c + i * ldc + SGEMM_NR, 1, 3);
-    __builtin_prefetch(c + i * ldc + 2 * SGEMM_NR - 1, 1, 3);
-  }
+  prefetch_tile(c, ldc, SGEMM_MR, 2 * SGEMM_NR);
   const float *b1 = b + (long)kc * SGEMM_NR, *next = b1 + (long)kc * SGEMM_NR;
   for (int k = 0; k < kc; k++, b += SGEMM_NR, b1 += SGEMM_NR, next += SGEMM_NR) {
     __m512 x0 = _mm512_loadu_ps(b), x1 = _mm512_loadu_ps(b1);
