@@ -76,3 +76,61 @@ def test_shapes_that_stop_broadcasting_fail_on_every_path(env, monkeypatch):
         with pytest.raises(Exception, match=r"node 'add_rows' \(Add\).*broadcast"):
             s.run(None, {"x": x, "y": np.ones((3, 512), np.float32)})
         np.testing.assert_array_equal(s.run(None, {"x": x[:3], "y": x[:3]})[0], 2 * x[:3])
+
+
+HUGE = 1 << 17  # [HUGE, HUGE] float32 is 64 GiB: every dim fits int32, the bytes fit no machine
+
+
+@pytest.mark.parametrize("env", [{}, {"ONNXRUNTIME_EP_MLX_NO_SHAPELESS": "1"},
+                                 {"ONNXRUNTIME_EP_MLX_NO_COMPILE": "1"}],
+                         ids=["shapeless", "keyed", "eager"])
+def test_outputs_too_large_to_allocate_fail_naming_the_node(env, monkeypatch):
+    """MLX's CPU allocator hands back a null buffer when malloc fails and its kernels write
+    through it (SIGSEGV). An array larger than MLX's memory limit is refused when it is built, so
+    the Run fails naming the node, and the session keeps serving small inputs; a shapeless group
+    first traced small and then replayed on huge inputs is checked as well."""
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    model = make_model([helper.make_node("Add", ["a", "b"], ["s"], name="outer_add"),
+                        helper.make_node("ReduceSum", ["s"], ["y"], name="total", keepdims=0)],
+                       [("a", TP.FLOAT, ["N", 1]), ("b", TP.FLOAT, [1, "N"])],
+                       [("y", TP.FLOAT, None)], opset=18)
+    s = mlx_session(model)
+    small = {"a": np.ones((4, 1), np.float32), "b": np.ones((1, 4), np.float32)}
+    assert s.run(None, small)[0] == 32
+    with pytest.raises(Exception, match=r"node 'outer_add' \(Add\)"):
+        s.run(None, {"a": np.ones((HUGE, 1), np.float32), "b": np.ones((1, HUGE), np.float32)})
+    assert s.run(None, small)[0] == 32
+
+
+def test_huge_products_tiles_and_pads_fail_naming_the_node():
+    cases = [
+        (helper.make_node("MatMul", ["x", "xt"], ["y"], name="big_matmul"),
+         {"x": np.ones((HUGE, 1), np.float32), "xt": np.ones((1, HUGE), np.float32)}),
+        (helper.make_node("Tile", ["x", "reps"], ["y"], name="big_tile"),
+         {"x": np.ones((1, 1), np.float32), "reps": np.array([HUGE, HUGE], np.int64)}),
+        (helper.make_node("Pad", ["x", "pads"], ["y"], name="big_pad"),
+         {"x": np.ones((1, 1), np.float32), "pads": np.array([HUGE, HUGE, 0, 0], np.int64)}),
+    ]
+    for node, feeds in cases:
+        inputs = [(k, TP.FLOAT if v.dtype == np.float32 else TP.INT64, list(v.shape))
+                  for k, v in feeds.items()]
+        s = mlx_session(make_model([node], inputs, [("y", TP.FLOAT, None)], opset=18))
+        with pytest.raises(Exception, match=rf"node '{node.name}' \({node.op_type}\)"):
+            s.run(None, feeds)
+
+
+def test_a_constant_too_large_to_fold_fails_at_run_not_at_session_creation():
+    """ConstantOfShape of [2^20, 2^15] (128 GiB) with a constant shape: folding it at session
+    creation crashed inside InferenceSession(). The node is left unfolded; the session is made
+    (as on ORT's CPU provider) and the Run fails naming the node."""
+    from onnx import numpy_helper
+    shape = numpy_helper.from_array(np.array([1 << 20, 1 << 15], np.int64), "shape")
+    fill = helper.make_tensor("v", TP.FLOAT, [1], [1.0])
+    model = make_model([helper.make_node("ConstantOfShape", ["shape"], ["c"], name="huge_fill",
+                                         value=fill),
+                        helper.make_node("Add", ["c", "x"], ["y"], name="add_x")],
+                       [("x", TP.FLOAT, [1])], [("y", TP.FLOAT, None)], initializers=[shape])
+    s = mlx_session(model)
+    with pytest.raises(Exception, match=r"node 'huge_fill' \(ConstantOfShape\)"):
+        s.run(None, {"x": np.ones(1, np.float32)})

@@ -214,3 +214,89 @@ def test_shapeless_group_meeting_new_dim_patterns_on_most_runs_turns_eager():
     [g] = run_verbose(model, shapes)
     assert "path shapeless->eager" in g and "input shapes traced in" in g, g
     assert stat(g, "misses") == 16 and stat(g, "fallbacks") == 0, g
+
+
+ENVS = [{}, {"ONNXRUNTIME_EP_MLX_NO_SHAPELESS": "1"}, {"ONNXRUNTIME_EP_MLX_NO_COMPILE": "1"}]
+ENV_IDS = ["shapeless", "keyed", "eager"]
+
+
+def axes_const(values):
+    return helper.make_node("Constant", [], ["axes"],
+                            value=helper.make_tensor("axes", TP.INT64, [len(values)], values))
+
+
+SIZE1_REDUCTIONS = {
+    # MLX's shapeless compile dies on a reduction whose reduced axes all have size 1 (mx.cpp,
+    # shapeless_mis_runs); these groups must compile keyed instead, with the same answers.
+    "neg_reducemin": ([axes_const([3]), helper.make_node("Neg", ["x"], ["n"]),
+                       helper.make_node("ReduceMin", ["n", "axes"], ["y"], keepdims=1)],
+                      [3, 1, 4, 1]),
+    "sumsquare_logsoftmax": ([axes_const([-3]),
+                              helper.make_node("ReduceSumSquare", ["x", "axes"], ["r"], keepdims=1),
+                              helper.make_node("LogSoftmax", ["r"], ["y"], axis=0)], [2, 3, 4]),
+    "exp_reducesum_keep0": ([axes_const([0]), helper.make_node("Exp", ["x"], ["e"]),
+                             helper.make_node("ReduceSum", ["e", "axes"], ["y"], keepdims=0)],
+                            [1, 4]),
+    "reducemean_tanh": ([axes_const([1, 2]),
+                         helper.make_node("ReduceMean", ["x", "axes"], ["m"], keepdims=0),
+                         helper.make_node("Tanh", ["m"], ["y"])], [5, 1, 1, 3]),
+    "abs_softmax_last": ([helper.make_node("Abs", ["x"], ["a"]),
+                          helper.make_node("Softmax", ["a"], ["y"], axis=-1)], [4, 1]),
+    "sigmoid_layernorm": ([helper.make_node("Sigmoid", ["x"], ["s"]),
+                           helper.make_node("LayerNormalization", ["s", "g"], ["y"], axis=-1)],
+                          [3, 1]),
+}
+
+
+@pytest.mark.parametrize("env", ENVS, ids=ENV_IDS)
+@pytest.mark.parametrize("case", sorted(SIZE1_REDUCTIONS))
+def test_reductions_over_size1_axes_run_on_every_path(case, env, monkeypatch):
+    """Everyday graphs (an elementwise op next to a reduction over a size-1 axis) killed the
+    process on the shapeless path; they give the CPU provider's answers on every path."""
+    from mlx_harness import cpu_session, mlx_session
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    nodes, shape = SIZE1_REDUCTIONS[case]
+    inits = [("g", np.ones(shape[-1:], np.float32))] if case == "sigmoid_layernorm" else []
+    model = make_model(nodes, [("x", TP.FLOAT, shape)], [("y", TP.FLOAT, None)],
+                       initializers=inits, opset=18)
+    x = np.random.default_rng(1).random(shape, dtype=np.float32) - 0.5
+    want = cpu_session(model).run(None, {"x": x})[0]
+    s = mlx_session(model)
+    for _ in range(3):
+        np.testing.assert_allclose(s.run(None, {"x": x})[0], want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_graph_too_deep_for_mlx_compile_runs_eagerly_on_a_small_stack():
+    """MLX's compile walks the traced graph recursively; a chain of 8,000 nodes run from a thread
+    with a 1 MiB stack overflowed it (SIGSEGV). Such a group now runs eagerly (MLX's eval is
+    iterative), with the CPU provider's answers, and the group still ran on MLX."""
+    import threading
+
+    from mlx_harness import mlx_session
+    nodes, prev = [], "x"
+    for i in range(8000):
+        out = "y" if i == 7999 else f"v{i}"
+        nodes.append(helper.make_node("Neg" if i % 2 else "Abs", [prev], [out], name=f"n{i}"))
+        prev = out
+    model = make_model(nodes, [("x", TP.FLOAT, [4])], [("y", TP.FLOAT, [4])])
+    x = np.array([1, -2, 3, -4], np.float32)
+    result, errors = {}, []
+
+    def run():
+        try:
+            s = mlx_session(model)
+            result["y"] = [s.run(None, {"x": x})[0] for _ in range(2)]
+        except Exception as e:  # collected: an assert in a thread would be lost
+            errors.append(e)
+
+    old = threading.stack_size(1 << 20)
+    try:
+        t = threading.Thread(target=run)
+        t.start()
+        t.join()
+    finally:
+        threading.stack_size(old)
+    assert not errors, errors[0]
+    for y in result["y"]:
+        np.testing.assert_array_equal(y, -np.abs(x))

@@ -16,6 +16,8 @@
 #include <mlx/allocator.h>
 #include <mlx/backend/cpu/encoder.h>
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstdarg>
 #include <cstdlib>
@@ -26,6 +28,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -106,8 +109,46 @@ std::vector<int> to_vec(const int *v, int n) {
   return n > 0 ? std::vector<int>(v, v + n) : std::vector<int>();
 }
 
+/* An array too large to be allocated: MX_GUARD maps it to MX_ERR_NOMEM with its message. */
+struct TooLarge : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/* The largest array the bridge lets MLX build: MLX's memory limit (by default a share of the
+ * machine's memory on the CPU device, of the GPU's on the GPU), read once. */
+size_t array_byte_limit() {
+  static const size_t limit = [] {
+    size_t l = mc::get_memory_limit();
+    return l ? l : SIZE_MAX;
+  }();
+  return limit;
+}
+
+/* Refuses an array whose bytes exceed array_byte_limit(). MLX's CPU allocator returns a null
+ * buffer when malloc fails and its kernels then write through it (SIGSEGV: a broadcast Add of
+ * [2^17, 1] and [1, 2^17], 64 GiB, though every dimension fits int32), so the size is checked
+ * when the lazy array is made, before anything is allocated. */
+void check_size(const mc::array &a) {
+  size_t bytes = a.itemsize();
+  bool overflow = false;
+  for (auto d : a.shape()) {
+    size_t n = static_cast<size_t>(d);
+    if (n && bytes > SIZE_MAX / n) overflow = true;
+    else bytes *= n;
+  }
+  if (overflow || bytes > array_byte_limit()) {
+    std::string shape;
+    for (auto d : a.shape()) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+    throw TooLarge("an array of shape [" + shape + "] (" +
+                   (overflow ? std::string("more than 2^64") : std::to_string(bytes)) +
+                   " bytes) exceeds MLX's memory limit of " + std::to_string(array_byte_limit()) +
+                   " bytes");
+  }
+}
+
 /* Puts a new array into the context's arena and hands back its handle. */
 int keep(mx_ctx *ctx, mx_array *out, mc::array a) {
+  check_size(a);
   auto *impl = new mx_array_impl(std::move(a));
   try {
     ctx->arena->arrays.push_back(impl);
@@ -407,6 +448,9 @@ class HostKernel : public mc::UnaryPrimitive {
       __VA_ARGS__;                                                        \
     } catch (const std::bad_alloc &) {                                    \
       set_error_text(ctx, __func__, "out of memory");                     \
+      return MX_ERR_NOMEM;                                                \
+    } catch (const TooLarge &e) {                                         \
+      set_error_text(ctx, __func__, e.what());                            \
       return MX_ERR_NOMEM;                                                \
     } catch (const std::invalid_argument &e) {                            \
       set_error_text(ctx, __func__, e.what());                            \
@@ -1188,7 +1232,109 @@ int mx_host_kernel(mx_ctx *ctx, mx_array *out, const char *name, mx_host_fn fn,
 /* --- compiled functions ------------------------------------------------------------------ */
 struct mx_compiled {
   std::function<std::vector<mc::array>(const std::vector<mc::array> &)> fn;
+  std::vector<mc::Shape> checked; /* the input shapes of the last call whose sizes were checked */
 };
+
+namespace {
+
+/* Thrown by a trace that shapeless compile must not take; mx_compiled_call maps it to
+ * MX_ERR_SHAPELESS. */
+struct ShapelessHazard : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/* Whether MLX's shapeless compile mis-runs this node. MLX 0.32's shapeless compile dies of
+ * SIGSEGV (or aborts) at eval on a reduction whose reduced axes all have size 1 while the input
+ * holds more than one element: `mx.compile(lambda x: mx.sum(x, axis=0), shapeless=True)` on a
+ * [1, 4] input crashes, keyed or eager it is fine. Reduce keeps the reduced axes as 1, so its
+ * output has its input's shape exactly then; softmax, logsumexp and the fast norms reduce the
+ * last axis. Primitives are told by name: libmlx exports no type information for them. Remove
+ * when MLX's shapeless replay handles size-1 reductions. */
+bool shapeless_mis_runs(const mc::array &a) {
+  if (!a.has_primitive() || a.inputs().empty()) return false;
+  const mc::array &in = a.inputs()[0];
+  if (in.size() <= 1 || in.ndim() == 0) return false;
+  static const char *const reductions[] = {"And", "Or", "Sum", "Prod", "Min", "Max"};
+  static const char *const last_axis[] = {"Softmax", "LogSumExp", "LayerNorm", "RMSNorm"};
+  const char *name = a.primitive().name();
+  for (const char *r : reductions)
+    if (std::strcmp(name, r) == 0) return a.shape() == in.shape();
+  for (const char *r : last_axis)
+    if (std::strcmp(name, r) == 0) return in.shape().back() == 1;
+  return false;
+}
+
+/* Bytes of the calling thread's stack left below this frame (0 when unknown). */
+size_t stack_left() {
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) return 0;
+  void *base = nullptr;
+  size_t size = 0;
+  int rc = pthread_attr_getstack(&attr, &base, &size);
+  pthread_attr_destroy(&attr);
+  char here;
+  if (rc != 0 || !base) return 0;
+  uintptr_t lo = reinterpret_cast<uintptr_t>(base), at = reinterpret_cast<uintptr_t>(&here);
+  return at > lo ? at - lo : 0;
+}
+
+/* MLX's compile walks the traced graph recursively (compile_dfs), a frame of about 150 bytes a
+ * level: a chain of 60,000 operations overflowed an 8 MiB stack. A trace whose longest path would
+ * need more than half the stack left, at a generous 512 bytes a level, is not handed to it. */
+constexpr size_t COMPILE_BYTES_PER_LEVEL = 512;
+
+/* Checks a trace before MLX compiles it (mx_compiled_new); throws when it must not be. The walk
+ * is iterative (a graph too deep for MLX's recursion is what it looks for) and stops at arrays
+ * without a primitive: the trace's inputs and evaluated constants. */
+void check_trace(const std::vector<mc::array> &outputs, bool shapeless) {
+  size_t left = stack_left();
+  size_t max_depth = left ? left / 2 / COMPILE_BYTES_PER_LEVEL : 8192;
+  std::unordered_map<std::uintptr_t, size_t> depth; /* by array id: longest path below it */
+  std::vector<std::pair<mc::array, bool>> stack;    /* (array, its inputs already pushed) */
+  for (const auto &o : outputs) stack.emplace_back(o, false);
+  while (!stack.empty()) {
+    auto [a, expanded] = stack.back();
+    stack.pop_back();
+    if (depth.count(a.id())) continue;
+    if (!a.has_primitive()) {
+      depth[a.id()] = 0;
+      continue;
+    }
+    if (!expanded) {
+      if (shapeless && shapeless_mis_runs(a))
+        throw ShapelessHazard(std::string("a ") + a.primitive().name() +
+                              " over only size-1 axes, which MLX's shapeless compile mis-runs");
+      stack.emplace_back(a, true);
+      for (const auto &in : a.inputs())
+        if (!depth.count(in.id())) stack.emplace_back(in, false);
+      continue;
+    }
+    size_t d = 0;
+    for (const auto &in : a.inputs()) d = std::max(d, depth[in.id()]);
+    if (d + 1 > max_depth)
+      throw std::runtime_error("the graph is " + std::to_string(d + 1) +
+                               " operations deep, more than MLX's compile can walk on this "
+                               "thread's stack");
+    depth[a.id()] = d + 1;
+  }
+}
+
+/* A shapeless function replayed on larger inputs builds its intermediates inside MLX, where
+ * keep() never sees them; so on a call whose input shapes differ from the last checked one, every
+ * array the replay made (those not yet evaluated) is checked as keep() checks. */
+void check_replay_sizes(const std::vector<mc::array> &outputs) {
+  std::unordered_map<std::uintptr_t, bool> seen;
+  std::vector<mc::array> stack(outputs);
+  while (!stack.empty()) {
+    mc::array a = stack.back();
+    stack.pop_back();
+    if (a.is_available() || !seen.emplace(a.id(), true).second) continue;
+    check_size(a);
+    for (const auto &in : a.inputs()) stack.push_back(in);
+  }
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -1198,7 +1344,7 @@ int mx_compiled_new(mx_ctx *ctx, mx_compiled **out, mx_graph_fn fn, void *user, 
   mx_array *none = nullptr;
   mx_device device = ctx->device;
   MX_GUARD(ctx, none, {
-    auto traced = [fn, user, n_outputs, device](const std::vector<mc::array> &inputs) {
+    auto traced = [fn, user, n_outputs, device, shapeless](const std::vector<mc::array> &inputs) {
       /* The trace runs the C graph function on placeholder arrays in a private arena. */
       mx_arena arena;
       mx_ctx inner{&arena, device, {0}};
@@ -1213,9 +1359,10 @@ int mx_compiled_new(mx_ctx *ctx, mx_compiled **out, mx_graph_fn fn, void *user, 
         throw std::runtime_error(inner.error);
       std::vector<mc::array> result;
       for (auto h : outs) result.push_back(A(h));
+      check_trace(result, shapeless);
       return result;
     };
-    auto *c = new mx_compiled{mc::compile(traced, shapeless)};
+    auto *c = new mx_compiled{mc::compile(traced, shapeless), {}};
     *out = c;
     return MX_OK;
   });
@@ -1240,8 +1387,20 @@ int mx_compiled_call(mx_ctx *ctx, mx_compiled *compiled, const mx_array *inputs,
      * second call misses that first entry and traces again (a 2-node graph: traces 2 after 3
      * runs; with the stream made first, traces 1). So the stream is made before the call. */
     (void)mc::default_stream(mc::default_device());
-    std::vector<mc::array> res = compiled->fn(in);
+    std::vector<mc::array> res;
+    try {
+      res = compiled->fn(in);
+    } catch (const ShapelessHazard &e) {
+      set_error_text(ctx, __func__, e.what());
+      return MX_ERR_SHAPELESS;
+    }
     if (res.size() != n_outputs) throw std::runtime_error("compiled function output count");
+    std::vector<mc::Shape> shapes;
+    for (const auto &x : in) shapes.push_back(x.shape());
+    if (shapes != compiled->checked) {
+      check_replay_sizes(res);
+      compiled->checked = std::move(shapes);
+    }
     for (size_t i = 0; i < n_outputs; i++) keep(ctx, &outputs[i], std::move(res[i]));
     return MX_OK;
   });

@@ -22,7 +22,9 @@ typedef struct mx_array_impl *mx_array; /* owned by an mx_arena */
 typedef struct mx_arena mx_arena;
 typedef struct mx_compiled mx_compiled;
 
-enum { MX_OK = 0, MX_ERR_MLX = 1, MX_ERR_NOMEM = 2, MX_ERR_ARG = 3 };
+/* MX_ERR_SHAPELESS: a shapeless trace holds what MLX's shapeless compile mis-runs (see
+ * mx_compiled_new); the same graph compiled keyed on shapes is fine. */
+enum { MX_OK = 0, MX_ERR_MLX = 1, MX_ERR_NOMEM = 2, MX_ERR_ARG = 3, MX_ERR_SHAPELESS = 4 };
 enum { MX_MAX_RANK = 16, MX_ERROR_LEN = 512 };
 
 typedef enum mx_device { MX_DEVICE_CPU = 0, MX_DEVICE_GPU = 1 } mx_device;
@@ -232,6 +234,10 @@ int mx_sdpa(mx_ctx *ctx, mx_array *out, mx_array q, mx_array k, mx_array v, floa
  * (message in ctx->error). Compiled with MLX `compile`, it is traced once per cache key. */
 typedef int (*mx_graph_fn)(void *user, mx_ctx *ctx, const mx_array *inputs, size_t n_inputs,
                            mx_array *outputs, size_t n_outputs);
+/* Each trace is checked before MLX compiles it: a graph deeper than the calling thread's stack
+ * can take through MLX's recursive compile fails with MX_ERR_MLX (the caller runs it eagerly;
+ * MLX's eval is iterative), and a shapeless trace holding a reduction over only size-1 axes fails
+ * with MX_ERR_SHAPELESS (the caller compiles keyed on shapes instead). */
 int mx_compiled_new(mx_ctx *ctx, mx_compiled **out, mx_graph_fn fn, void *user, size_t n_outputs,
                     bool shapeless);
 void mx_compiled_free(mx_compiled *compiled);

@@ -131,16 +131,18 @@ static int fold_constants(plan *p, mx_ctx *ctx, char *err, size_t len) {
                                  &reads, err, len);
     if (rc == MX_OK) rc = plan_verify_checks(ctx, &checks, err, len);
     free(checks.items);
-    if (rc != MX_OK) return rc;
-    for (int o = 0; o < n->n_outputs; o++) {
-      if (n->outputs[o] == IR_NONE) continue;
-      mx_array *slot = &p->const_values[n->outputs[o]];
-      if (mx_eval(ctx, slot, 1) != MX_OK) {
-        snprintf(err, len, "node '%s' (%s): %s", n->name, n->op_type, ctx->error);
-        return MX_ERR_MLX;
-      }
+    for (int o = 0; rc == MX_OK && o < n->n_outputs; o++)
+      if (n->outputs[o] != IR_NONE) rc = mx_eval(ctx, &p->const_values[n->outputs[o]], 1);
+    if (rc == MX_OK) {
+      p->folded[i] = true;
+      continue;
     }
-    p->folded[i] = true;
+    /* A node that cannot be folded (an output too large to hold, a failed check) is left to run
+     * per call, where its error reaches the Run that meets it, as on ORT's CPU provider; the
+     * session is still made. */
+    for (int o = 0; o < n->n_outputs; o++)
+      if (n->outputs[o] != IR_NONE) p->const_values[n->outputs[o]] = NULL;
+    err[0] = 0;
   }
   return MX_OK;
 }

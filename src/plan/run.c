@@ -526,6 +526,16 @@ static void check_shape_churn(plan *p) {
   p->path_reason = p->path_reason_buf;
 }
 
+/* A shapeless plan whose trace MLX's shapeless compile would mis-run (MX_ERR_SHAPELESS, see
+ * mx_compiled_new) compiles keyed on shapes from then on, as ONNXRUNTIME_EP_MLX_NO_SHAPELESS would
+ * have made it: its nodes are all shapeless-safe, so it has no keys to find. */
+static void turn_keyed(plan *p, const char *why) {
+  plan_cache_clear(p);
+  p->path = PLAN_KEYED;
+  snprintf(p->path_reason_buf, sizeof p->path_reason_buf, "keyed on shapes: %.150s", why);
+  p->path_reason = p->path_reason_buf;
+}
+
 bool plan_turned_eager(const plan *p) {
   return p->compile_broken || p->trial.chose_eager || p->shape_churn;
 }
@@ -561,6 +571,10 @@ int plan_run(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array *outputs,
     bool checks_ok = false;
     uint64_t t0 = plan_now_ns(), misses = atomic_load(&p->stats.cache_misses);
     int compiled_rc = run_compiled(p, ctx, bound, n_bound, outputs, &checks_ok);
+    if (compiled_rc == MX_ERR_SHAPELESS) {
+      turn_keyed(p, ctx->error);
+      compiled_rc = run_compiled(p, ctx, bound, n_bound, outputs, &checks_ok);
+    }
     if (compiled_rc == MX_OK && checks_ok && atomic_load(&p->stats.runs) > 0 &&
         atomic_load(&p->stats.cache_misses) == misses)
       trial_record(p, false, plan_now_ns() - t0);
