@@ -438,3 +438,43 @@ def test_if_holding_an_if_with_computed_cond_is_claimed_branch_by_branch(tmp_pat
     s = harness.mlx_session(m, allow_cpu=True)
     placed = harness.assignment(s)
     assert placed.get("inner_if") == harness.EP and placed.get("e2") == harness.EP, placed
+
+
+def nested_loops_model(inner_m, outer_m_const=None):
+    """Loop(M) { Loop(inner_m) { v + 1 } }: v0 + M * inner_m. inner_m is a constant of the outer
+    body; M an input, or a constant when outer_m_const is given."""
+    inner = graph([helper.make_node("Add", ["w_in", "one"], ["w_out"], name="inner_add"),
+                   helper.make_node("Identity", ["c_in"], ["c_out"], name="inner_id")], "inner",
+                  [vi("j", I64, []), vi("c_in", B, []), vi("w_in", F, [3])],
+                  [vi("c_out", B, []), vi("w_out", F, [3])])
+    outer = graph([helper.make_node("Loop", ["n", "", "v_in"], ["v_out"], name="inner_loop",
+                                    body=inner),
+                   helper.make_node("Identity", ["cond_in"], ["cond_out"], name="outer_id")],
+                  "outer", [vi("i", I64, []), vi("cond_in", B, []), vi("v_in", F, [3])],
+                  [vi("cond_out", B, []), vi("v_out", F, [3])],
+                  inits=[numpy_helper.from_array(np.array(inner_m, np.int64), "n")])
+    node = helper.make_node("Loop", ["M", "", "v0"], ["v"], name="loop", body=outer)
+    inits = [("one", np.array(1, np.float32))]
+    inputs = [("v0", F, [3])]
+    if outer_m_const is None:
+        inputs.append(("M", I64, []))
+    else:
+        inits.append(("M", np.array(outer_m_const, np.int64)))
+    return harness.make_model([node], inputs, [("v", F, None)], initializers=inits)
+
+
+def test_nested_loops_unrolling_too_much_declined_at_claim_time(tmp_path):
+    """Two nested Loops of 4096 constant iterations each would unroll 16.7M bodies (15.7 GB
+    resident before failing): declined with the reason, and ORT runs them right."""
+    m = nested_loops_model(4096, outer_m_const=4096)
+    oc.check_declined(m, {"v0": np.zeros(3, np.float32)}, "loop", "nested loops", tmp_path)
+
+
+def test_nested_loops_over_the_node_cap_at_run_time_name_the_node():
+    """The same nesting with a computed outer trip count fails the Run naming the node once its
+    unrolling passes the cap, and the session stays usable."""
+    s = harness.mlx_session(nested_loops_model(4096))
+    with pytest.raises(Exception, match=r"node 'loop' \(Loop\)"):
+        s.run(None, {"v0": np.zeros(3, np.float32), "M": np.array(4096, np.int64)})
+    out = s.run(None, {"v0": np.zeros(3, np.float32), "M": np.array(2, np.int64)})[0]
+    np.testing.assert_array_equal(out, np.full(3, 2 * 4096, np.float32))

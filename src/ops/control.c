@@ -316,6 +316,22 @@ static bool const_trip_count(const ir_graph *g, const ir_node *n, int64_t *m) {
   return ok;
 }
 
+/* How many body nodes unrolling Loop n translates, nested Loops included, where trip counts
+ * are constants (a computed one counts as 1: the run-time cap, TR_BODY_NODE_CAP, bounds it);
+ * saturates instead of overflowing. */
+static int64_t unrolled_nodes(const ir_graph *g, const ir_node *n) {
+  const ir_graph *body = ir_subgraph_of(n, "body");
+  int64_t m = 1, per_iteration = 0;
+  if (!body || (const_trip_count(g, n, &m) && m <= 0)) return 0;
+  for (int i = 0; i < body->n_nodes; i++) {
+    const ir_node *b = &body->nodes[i];
+    int64_t inner = strcmp(b->op_type, "Loop") == 0 && b->n_subgraphs ? unrolled_nodes(body, b) : 0;
+    per_iteration += 1 + inner;
+    if (per_iteration > TR_BODY_NODE_CAP) break;
+  }
+  return per_iteration > INT64_MAX / m ? INT64_MAX : m * per_iteration;
+}
+
 static bool claim_loop(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
   (void)r;
   if (!has_body(g, n, "body", why)) return false;
@@ -330,6 +346,10 @@ static bool claim_loop(const ir_graph *g, const ir_node *n, const op_row *r, op_
       !ir_has_input(n, 1))
     return op_decline(why, "the trip count %lld exceeds the unroll cap of %d iterations",
                       (long long)m, CONTROL_UNROLL_CAP);
+  int64_t nodes = unrolled_nodes(g, n);
+  if (nodes > TR_BODY_NODE_CAP)
+    return op_decline(why, "unrolled with its nested loops it would translate %lld nodes, more "
+                      "than the cap of %d", (long long)nodes, TR_BODY_NODE_CAP);
   return true;
 }
 

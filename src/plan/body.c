@@ -159,13 +159,18 @@ static int translate_body(tr_ctx *t, const plan_body *b, mx_array *values, const
         mx_set_error(t->mx, "input %d ('%s') has no value here", j, g->values[n->inputs[j]].name);
         return body_error(t, b, n, MX_ERR_ARG);
       }
+    if (++t->body_nodes > TR_BODY_NODE_CAP)
+      return tr_fail(t, "unrolling its subgraphs translates more than %d nodes in one run",
+                     TR_BODY_NODE_CAP);
     tr_ctx sub = {.mx = t->mx, .g = g, .values = values, .const_values = known, .node = n,
                   .checks = t->checks, .path_note = &b->node_paths[i],
                   .fast_kernels = t->fast_kernels, .trace = t->trace,
-                  .derived = &b->derived[(size_t)i * TR_DERIVED_SLOTS], .bodies = b->sub[i]};
+                  .derived = &b->derived[(size_t)i * TR_DERIVED_SLOTS], .bodies = b->sub[i],
+                  .body_nodes = t->body_nodes};
     t->mx->error[0] = 0;
     int rc = b->rows[i]->translate(&sub, n, b->rows[i]);
     t->host_reads += sub.host_reads;
+    t->body_nodes = sub.body_nodes;
     if (rc != MX_OK) return body_error(t, b, n, rc);
     for (int o = 0; o < n->n_outputs; o++)
       if (n->outputs[o] != IR_NONE && !values[n->outputs[o]]) {

@@ -73,7 +73,14 @@ typedef struct tr_ctx {
                            * compiled function (keyed on shapes, or shapeless) */
   tr_seqs *seqs;          /* sequence/optional values (NULL where none may occur) */
   struct plan_body *const *bodies; /* per subgraph of a control-flow node; NULL otherwise */
+  unsigned long body_nodes; /* body nodes translated so far under this node, nested bodies too
+                             * (tr_run_body stops at TR_BODY_NODE_CAP) */
 } tr_ctx;
+
+/* The most body nodes one control-flow node may unroll in one translation, counted through
+ * nested bodies: each loop's own cap bounds its iterations, but two nested loops of 4096 would
+ * unroll 16.7M bodies (15.7 GB resident before failing). */
+enum { TR_BODY_NODE_CAP = 1 << 18 };
 
 mx_array tr_in(tr_ctx *t, int i); /* NULL for an absent optional input */
 /* True when input i is known at Compile (an initializer or a folded value): reading it on the
