@@ -34,6 +34,8 @@ typedef struct ep_options {
   bool portable_sgemm;    /* on with ONNXRUNTIME_EP_MLX_PORTABLE_SGEMM=1 (blas/sgemm_kernel.c) */
   bool avx512_sgemm;      /* off with ONNXRUNTIME_EP_MLX_NO_AVX512_SGEMM=1 (blas/sgemm_kernel.c) */
   long cpu_cache_mb;      /* option cpu_cache_mb: MLX's CPU buffer cache at least this (0: MLX's) */
+  long fail_bridge_call;  /* ONNXRUNTIME_EP_MLX_FAIL_BRIDGE_CALL=N: the Nth guarded bridge call
+                           * after the EP's creation fails (fault injection, for tests; 0: off) */
 } ep_options;
 
 typedef struct ep_factory {

@@ -18,7 +18,10 @@
  * ONNXRUNTIME_EP_MLX_NO_AVX512_SGEMM=1 runs them with the AVX2 kernels alone where the processor
  * also has AVX-512 (for tests and A/B);
  * ONNXRUNTIME_EP_MLX_NO_HOST_MATH=1 composes softmax, layer norm and erf on the CPU device from
- * MLX operations instead of running them as host kernels (ops/host_math.c).
+ * MLX operations instead of running them as host kernels (ops/host_math.c);
+ * ONNXRUNTIME_EP_MLX_FAIL_BRIDGE_CALL=N makes the Nth guarded call into the MLX bridge after the
+ * EP's creation fail, once (fault injection: tests walk N to prove every failure path returns an
+ * OrtStatus and leaves the session usable).
  */
 #include "ep/ep_types.h"
 
@@ -60,6 +63,8 @@ OrtStatus *ep_options_parse(const OrtApi *ort, const OrtSessionOptions *so, ep_o
   out->avx512_sgemm = !env_flag("ONNXRUNTIME_EP_MLX_NO_AVX512_SGEMM");
   out->host_math = !env_flag("ONNXRUNTIME_EP_MLX_NO_HOST_MATH");
   out->cpu_cache_mb = 1024;
+  const char *fail = getenv("ONNXRUNTIME_EP_MLX_FAIL_BRIDGE_CALL");
+  out->fail_bridge_call = fail ? strtol(fail, NULL, 10) : 0;
   if (!so) return NULL;
   char value[1024];
   bool found;

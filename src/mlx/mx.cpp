@@ -19,6 +19,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdarg>
 #include <cstdlib>
 #include <cstdio>
@@ -107,6 +108,15 @@ mc::Shape to_shape(const int *shape, int ndim) {
 
 std::vector<int> to_vec(const int *v, int n) {
   return n > 0 ? std::vector<int>(v, v + n) : std::vector<int>();
+}
+
+/* Fault injection (mx_fail_call_arm): guarded calls left before the one that fails; 0: off.
+ * Bridge calls run under the EP's MLX lock, but the count is atomic all the same. */
+std::atomic<long> calls_before_failure{0};
+
+void fault_point() {
+  if (calls_before_failure.load(std::memory_order_relaxed) <= 0) return;
+  if (calls_before_failure.fetch_sub(1) == 1) throw std::runtime_error("injected failure");
 }
 
 /* An array too large to be allocated: MX_GUARD maps it to MX_ERR_NOMEM with its message. */
@@ -445,6 +455,7 @@ class HostKernel : public mc::UnaryPrimitive {
   do {                                                                    \
     if (out) *(out) = nullptr;                                            \
     try {                                                                 \
+      fault_point();                                                      \
       __VA_ARGS__;                                                        \
     } catch (const std::bad_alloc &) {                                    \
       set_error_text(ctx, __func__, "out of memory");                     \
@@ -473,6 +484,8 @@ mx_arena *mx_arena_new(void) { return new (std::nothrow) mx_arena(); }
 
 void mx_arena_free(mx_arena *arena) { delete arena; }
 size_t mx_arena_count(const mx_arena *arena) { return arena ? arena->arrays.size() : 0; }
+
+void mx_fail_call_arm(long n) { calls_before_failure.store(n > 0 ? n : 0); }
 
 bool mx_device_available(mx_device device) {
   try {

@@ -71,6 +71,9 @@ size_t mx_cache_limit_at_least(size_t bytes);
 /* The folder holding the loaded libmlx ("" when unknown): its headers are in ../include. */
 const char *mx_library_dir(void);
 void mx_set_error(mx_ctx *ctx, const char *fmt, ...);
+/* Fault injection (tests): the n-th guarded bridge call from now on fails with MX_ERR_MLX, once,
+ * as an exception inside MLX would; n <= 0 disarms. Process-wide. */
+void mx_fail_call_arm(long n);
 const char *mx_dtype_name(mx_dtype dtype);
 size_t mx_dtype_size(mx_dtype dtype);
 bool mx_dtype_is_float(mx_dtype dtype);
