@@ -85,3 +85,28 @@ def test_cpu_reference_agrees_on_split_model():
     got = mlx_session(split_model(), allow_cpu=True).run(None, feeds())[0]
     ref = cpu_session(split_model()).run(None, feeds())[0]
     np.testing.assert_allclose(got, ref, rtol=1e-6)
+
+
+def test_report_cli_needs_no_cpu_kernel_for_declined_nodes(tmp_path):
+    """A StringNormalizer whose locale ORT's CPU provider cannot make a kernel for fails session
+    creation after the partition is known; the report still lists the claim and the decline, with
+    ORT's error beside them, and the CLI exits 0 without a traceback."""
+    nodes = [helper.make_node("Add", ["x", "x"], ["y"], name="double"),
+             helper.make_node("StringNormalizer", ["words"], ["norm"], name="normalize",
+                              case_change_action="LOWER", locale="xx_NOWHERE.bogus")]
+    model = make_model(nodes, [("x", TP.FLOAT, [2]), ("words", TP.STRING, [3])],
+                       [("y", TP.FLOAT, [2]), ("norm", TP.STRING, None)])
+    path = tmp_path / "strings.onnx"
+    path.write_bytes(model.SerializeToString())
+    r = subprocess.run([sys.executable, "-m", "onnxruntime_ep_mlx", "report", str(path), "--json"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["nodes"] == 2 and rep["claimed"] == 1
+    assert [d["name"] for d in rep["declined"]] == ["normalize"]
+    assert "session_error" in rep
+    text = subprocess.run([sys.executable, "-m", "onnxruntime_ep_mlx", "report", str(path)],
+                          capture_output=True, text=True)
+    assert text.returncode == 0 and "Traceback" not in text.stderr
+    assert "normalize" in text.stdout

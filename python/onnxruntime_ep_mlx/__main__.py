@@ -27,15 +27,19 @@ def _print_report(rep: dict) -> None:
 
 
 def cmd_report(args) -> int:
-    _, rep = compare.mlx_session(args.model, _options(args), sess_options=_quiet())
-    if rep is None:
-        print("the EP wrote no report (was the model empty?)", file=sys.stderr)
+    rep = compare.partition_report(args.model, _options(args), sess_options=_quiet())
+    if rep is None or "claimed" not in rep:
+        print("the EP wrote no report" + (f": {rep['session_error']}" if rep else
+                                          " (was the model empty?)"), file=sys.stderr)
         return 1
     if args.json:
         json.dump(rep, sys.stdout, indent=2)
         print()
     else:
         _print_report(rep)
+        if "session_error" in rep:
+            print("ORT could not make a session for the rest of the model (the partition above "
+                  f"stands): {rep['session_error']}")
     return 0
 
 

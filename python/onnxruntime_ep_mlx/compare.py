@@ -69,6 +69,33 @@ def mlx_session(model, provider_options=None, report=True, sess_options=None):
             os.unlink(path)
 
 
+def partition_report(model, provider_options=None, sess_options=None):
+    """The EP's partition report (a dict) without needing a working session: the EP writes it
+    at GetCapability, before ORT makes any kernel, so it is read even when session creation fails
+    later (a CPU-side kernel that cannot be made, say). The failure, if any, is added to the
+    report as "session_error". None when the EP wrote no report."""
+    opts = dict(provider_options or {})
+    fd, path = tempfile.mkstemp(suffix=".json", prefix="mlx-report-")
+    os.close(fd)
+    opts["report_file"] = path
+    error = None
+    try:
+        try:
+            ort.InferenceSession(model if isinstance(model, (str, bytes)) else
+                                 model.SerializeToString(), session_options(opts, sess_options))
+        except Exception as e:  # reported beside the partition, not raised
+            error = str(e)
+        if not os.path.getsize(path):
+            return None if error is None else {"session_error": error}
+        with open(path) as f:
+            rep = json.load(f)
+        if error is not None:
+            rep["session_error"] = error
+        return rep
+    finally:
+        os.unlink(path)
+
+
 def coverage(session) -> tuple[int, int]:
     """(nodes on the MLX EP, all nodes) as ORT placed them."""
     on_mlx = total = 0
