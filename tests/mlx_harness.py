@@ -84,6 +84,28 @@ def run_with_paths(model, feeds, capfd, optimize=True):
     return got, ref, capfd.readouterr().err
 
 
+def run_with_stats(model, feeds, runs=1, provider_options=None, optimize=True):
+    """Runs `model` on the MLX EP `runs` times (no CPU fallback) and returns (outputs of the
+    last run, the EP's run record): the JSON the stats_file option writes when the session ends
+    (src/ep/stats.h: per group its path, path_reason, run and cache counts, node_paths)."""
+    import gc
+    import json
+    import os
+    import tempfile
+    fd, path = tempfile.mkstemp(suffix=".json", prefix="mlx-stats-")
+    os.close(fd)
+    try:
+        s = mlx_session(model, provider_options={**(provider_options or {}), "stats_file": path},
+                        optimize=optimize)
+        got = [s.run(None, feeds) for _ in range(runs)][-1]
+        del s
+        gc.collect()  # the record is written when ORT releases the EP
+        with open(path) as f:
+            return got, json.load(f)
+    finally:
+        os.unlink(path)
+
+
 def run_on_mlx(model, feeds, allow_cpu=False, provider_options=None):
     s = mlx_session(model, allow_cpu, provider_options)
     return s.run(None, feeds), assignment(s)

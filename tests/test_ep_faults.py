@@ -81,3 +81,36 @@ def test_bridge_failures_across_a_real_model_fail_cleanly(env, monkeypatch):
     summary = fault_walk.walk(model, feeds, make_session, ref, stride=13, quiet=12)
     assert not summary["problems"], summary["problems"][:5]
     assert summary["creation_errors"] > 0, summary
+
+
+def test_failure_paths_and_teardown_leave_no_bridge_object_alive(tmp_path):
+    """In a fresh process: a fault walk over the small model (every 3rd call failing), then one
+    more session; when that session ends, its run record counts the bridge's array handles and
+    arenas still alive in the process: none, so no failure path kept what it had made."""
+    import subprocess
+    import textwrap
+    model = tmp_path / "small.onnx"
+    model.write_bytes(small_model().SerializeToString())
+    stats = tmp_path / "stats.json"
+    code = textwrap.dedent(f"""
+        import gc, sys, numpy as np, onnxruntime as ort
+        sys.path.insert(0, {os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools")!r})
+        import fault_walk, onnxruntime_ep_mlx as mlx
+        model = open({str(model)!r}, "rb").read()
+        feeds = {{"x": np.ones((1, 3, 6, 6), np.float32)}}
+        ref = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feeds)
+        make = lambda b: ort.InferenceSession(b, mlx.session_options())
+        summary = fault_walk.walk(model, feeds, make, ref, stride=3, quiet=10)
+        assert not summary["problems"], summary["problems"][:3]
+        gc.collect()
+        s = ort.InferenceSession(model, mlx.session_options({{"stats_file": {str(stats)!r}}}))
+        s.run(None, feeds)
+        del s
+        gc.collect()
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    import json
+    record = json.loads(stats.read_text())
+    assert record["groups"] and record["groups"][0]["runs"] == 1
+    assert record["live_arrays_after"] == 0 and record["live_arenas_after"] == 0, record

@@ -253,7 +253,7 @@ SIZE1_REDUCTIONS = {
 def test_reductions_over_size1_axes_run_on_every_path(case, env, monkeypatch):
     """Everyday graphs (an elementwise op next to a reduction over a size-1 axis) killed the
     process on the shapeless path; they give the CPU provider's answers on every path."""
-    from mlx_harness import cpu_session, mlx_session
+    from mlx_harness import cpu_session, run_with_stats
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     nodes, shape = SIZE1_REDUCTIONS[case]
@@ -262,9 +262,13 @@ def test_reductions_over_size1_axes_run_on_every_path(case, env, monkeypatch):
                        initializers=inits, opset=18)
     x = np.random.default_rng(1).random(shape, dtype=np.float32) - 0.5
     want = cpu_session(model).run(None, {"x": x})[0]
-    s = mlx_session(model)
-    for _ in range(3):
-        np.testing.assert_allclose(s.run(None, {"x": x})[0], want, rtol=1e-5, atol=1e-6)
+    got, stats = run_with_stats(model, {"x": x}, runs=3)
+    np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=1e-6)
+    [group] = stats["groups"]
+    assert group["runs"] == 3 and group["failures"] == 0, group
+    if not env:  # the shapeless trace was refused: keyed from then on, no fallback to eager
+        assert group["path"] == "keyed" and not group["turned_eager"], group
+        assert group["compiled_runs"] == 3 and group["fallbacks"] == 0, group
 
 
 def test_a_graph_too_deep_for_mlx_compile_runs_eagerly_on_a_small_stack():

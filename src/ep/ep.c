@@ -8,6 +8,7 @@
 #include "ops/host_math.h"
 #include "mlx/cpu_kernels.h"
 #include "ep/ep_types.h"
+#include "ep/stats.h"
 #include "plan/plan.h"
 
 #include <pthread.h>
@@ -128,9 +129,15 @@ void ep_destroy(OrtEp *base) {
   mlx_ep *ep = (mlx_ep *)base;
   if (!ep) return;
   if (ep->options.verbose) print_summary(ep);
+  FILE *stats = ep->options.stats_file[0] ? fopen(ep->options.stats_file, "w") : NULL;
+  if (stats) stats_write_groups(ep, stats);
   ep_mlx_lock(); /* freeing arrays and compiled functions touches MLX's shared state */
   for (int i = 0; i < ep->n_plans; i++) plan_free(ep->plans[i]);
   ep_mlx_unlock();
+  if (stats) {
+    stats_write_end(stats);
+    fclose(stats);
+  }
   free(ep->plans);
   free(ep);
 }

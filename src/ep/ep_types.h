@@ -24,6 +24,7 @@ typedef struct ep_options {
   mx_device device;
   bool verbose;           /* ONNXRUNTIME_EP_MLX_VERBOSE or option verbose=1 */
   char report_file[1024]; /* option report_file: JSON partition report written here */
+  char stats_file[1024];  /* option stats_file: JSON run record written when the session ends */
   bool compile;           /* off with ONNXRUNTIME_EP_MLX_NO_COMPILE=1 */
   bool shapeless;         /* off with ONNXRUNTIME_EP_MLX_NO_SHAPELESS=1 */
   bool fast_kernels;      /* off with ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN=1 */

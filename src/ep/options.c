@@ -6,6 +6,7 @@
  *   device=cpu|gpu         (default: gpu when MLX has a GPU backend, else cpu)
  *   verbose=0|1            (also ONNXRUNTIME_EP_MLX_VERBOSE=1)
  *   report_file=PATH       (write the partition report as JSON at session creation)
+ *   stats_file=PATH        (write the run record as JSON when the session ends: ep/stats.h)
  *   cpu_cache_mb=N         (CPU device: MLX keeps at least N MiB of freed buffers for reuse;
  *                           default 1024, 0 leaves MLX's own limit of 32 MiB)
  * Environment only (A/B switches): ONNXRUNTIME_EP_MLX_NO_COMPILE=1 runs every group eagerly;
@@ -100,5 +101,6 @@ OrtStatus *ep_options_parse(const OrtApi *ort, const OrtSessionOptions *so, ep_o
     out->cpu_cache_mb = mb;
   }
   st = read_entry(ort, so, "report_file", out->report_file, sizeof out->report_file, &found);
-  return st;
+  if (st) return st;
+  return read_entry(ort, so, "stats_file", out->stats_file, sizeof out->stats_file, &found);
 }

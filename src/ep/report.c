@@ -6,7 +6,7 @@
 
 #include "ep/ep_types.h"
 
-static void json_string(FILE *f, const char *s) {
+void report_json_string(FILE *f, const char *s) {
   fputc('"', f);
   for (; s && *s; s++) {
     unsigned char c = (unsigned char)*s;
@@ -38,13 +38,13 @@ int report_write_json(const report *r, const char *path) {
   for (int i = 0; i < r->n_declines; i++) {
     const report_decline *d = &r->declines[i];
     fprintf(f, "%s\n  {\"op\": ", i ? "," : "");
-    json_string(f, d->op);
+    report_json_string(f, d->op);
     fprintf(f, ", \"domain\": ");
-    json_string(f, d->domain[0] ? d->domain : "ai.onnx");
+    report_json_string(f, d->domain[0] ? d->domain : "ai.onnx");
     fprintf(f, ", \"opset\": %d, \"name\": ", d->since_version);
-    json_string(f, d->name);
+    report_json_string(f, d->name);
     fprintf(f, ", \"reason\": ");
-    json_string(f, d->reason);
+    report_json_string(f, d->reason);
     fputc('}', f);
   }
   fprintf(f, "]}\n");

@@ -25,5 +25,7 @@ typedef struct report {
 
 void report_print(const report *r, FILE *out);
 int report_write_json(const report *r, const char *path); /* 0 on success */
+/* Writes s as a JSON string, escaped. */
+void report_json_string(FILE *f, const char *s);
 
 #endif

@@ -37,18 +37,29 @@
 
 namespace mc = mlx::core;
 
+/* Live handles and arenas, process-wide (mx_live_objects): a session that ends must give back
+ * every one it made. */
+static std::atomic<size_t> live_arrays{0}, live_arenas{0};
+
 struct mx_array_impl {
   mc::array a;
   int fused_depth = 0; /* elementwise operations stacked on the nearest non-elementwise values */
   std::optional<mc::array> rank0; /* an evaluated one-element `a` as a rank-0 copy (Elementwise) */
-  explicit mx_array_impl(mc::array x) : a(std::move(x)) {}
+  explicit mx_array_impl(mc::array x) : a(std::move(x)) { live_arrays++; }
+  ~mx_array_impl() { live_arrays--; }
+  mx_array_impl(const mx_array_impl &) = delete;
+  mx_array_impl &operator=(const mx_array_impl &) = delete;
 };
 
 struct mx_arena {
   std::vector<mx_array_impl *> arrays;
+  mx_arena() { live_arenas++; }
   ~mx_arena() {
     for (auto *p : arrays) delete p;
+    live_arenas--;
   }
+  mx_arena(const mx_arena &) = delete;
+  mx_arena &operator=(const mx_arena &) = delete;
 };
 
 namespace {
@@ -484,6 +495,11 @@ mx_arena *mx_arena_new(void) { return new (std::nothrow) mx_arena(); }
 
 void mx_arena_free(mx_arena *arena) { delete arena; }
 size_t mx_arena_count(const mx_arena *arena) { return arena ? arena->arrays.size() : 0; }
+
+void mx_live_objects(size_t *arrays, size_t *arenas) {
+  *arrays = live_arrays.load();
+  *arenas = live_arenas.load();
+}
 
 void mx_fail_call_arm(long n) { calls_before_failure.store(n > 0 ? n : 0); }
 

@@ -74,6 +74,8 @@ void mx_set_error(mx_ctx *ctx, const char *fmt, ...);
 /* Fault injection (tests): the n-th guarded bridge call from now on fails with MX_ERR_MLX, once,
  * as an exception inside MLX would; n <= 0 disarms. Process-wide. */
 void mx_fail_call_arm(long n);
+/* Array handles and arenas alive now, process-wide (leak checks at teardown). */
+void mx_live_objects(size_t *arrays, size_t *arenas);
 const char *mx_dtype_name(mx_dtype dtype);
 size_t mx_dtype_size(mx_dtype dtype);
 bool mx_dtype_is_float(mx_dtype dtype);
