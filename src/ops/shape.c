@@ -592,10 +592,16 @@ static int apply_pads(tr_ctx *t, mx_array x, const int64_t *lo, const int64_t *h
   int plo[MX_MAX_RANK], phi[MX_MAX_RANK];
   bool crop = false, pad = false;
   for (int i = 0; i < rank; i++) {
-    int64_t dim = mx_dim(x, i), s = lo[i] < 0 ? -lo[i] : 0, e = dim - (hi[i] < 0 ? -hi[i] : 0);
-    if (e < s)
-      return tr_fail(t, "pads crop %lld elements from axis %d, which has %lld",
-                     (long long)(s + dim - e), i, (long long)dim);
+    int64_t dim = mx_dim(x, i);
+    /* Bounds first, so that nothing below overflows (INT64_MIN has no negation, INT64_MAX no
+     * sum): a crop past the axis, or a pad beyond MLX's int32 shapes, fails as ORT fails. */
+    if (lo[i] < -dim || hi[i] < -dim || (lo[i] < 0 && hi[i] < 0 && lo[i] + hi[i] < -dim))
+      return tr_fail(t, "pads %lld and %lld of axis %d crop more than its %lld elements",
+                     (long long)lo[i], (long long)hi[i], i, (long long)dim);
+    if (lo[i] > INT32_MAX || hi[i] > INT32_MAX)
+      return tr_fail(t, "pads %lld and %lld of axis %d exceed MLX's shape range",
+                     (long long)lo[i], (long long)hi[i], i);
+    int64_t s = lo[i] < 0 ? -lo[i] : 0, e = dim - (hi[i] < 0 ? -hi[i] : 0);
     int64_t out_dim = (e - s) + (lo[i] > 0 ? lo[i] : 0) + (hi[i] > 0 ? hi[i] : 0);
     if (out_dim > INT32_MAX) return tr_fail(t, "padding axis %d exceeds MLX's shape range", i);
     start[i] = (int)s;
