@@ -89,6 +89,9 @@ static int dim_to_int(tr_ctx *t, int64_t d, int *out) {
 /* --- Reshape ----------------------------------------------------------------------------- */
 static bool claim_reshape(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
   (void)r;
+  const ir_value *s = ir_input(g, n, 1);
+  if (s && s->rank >= 0 && s->rank != 1)
+    return op_decline(why, "the shape input has rank %d; it must be 1-D", s->rank);
   return rank_fits(ir_output(g, n, 0), "the output", why) &&
          ints_fit(g, n, 1, MX_MAX_RANK, "the shape input", why);
 }
@@ -98,6 +101,8 @@ static int translate_reshape(tr_ctx *t, const ir_node *n, const op_row *r) {
   mx_array x = tr_in(t, 0), y;
   int64_t spec[MX_MAX_RANK];
   size_t count;
+  if (mx_ndim(tr_in(t, 1)) != 1) /* as ORT: "A shape tensor must be a vector tensor" */
+    return tr_fail(t, "the shape input has rank %d; it must be 1-D", mx_ndim(tr_in(t, 1)));
   TR_TRY(tr_host_ints(t, 1, spec, MX_MAX_RANK, &count));
   bool allowzero = r->code && ir_attr_int(n, "allowzero", 0) != 0;
   int shape[MX_MAX_RANK], infer = -1;
