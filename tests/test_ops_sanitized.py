@@ -29,10 +29,14 @@ def make_var(name, **overrides):
 
 @pytest.fixture(scope="module")
 def sanitized_library(tmp_path_factory):
-    asan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True,
-                          text=True).stdout.strip()
-    if not os.path.isabs(asan) or not os.path.exists(asan):
+    runtimes = [subprocess.run(["gcc", f"-print-file-name={name}"], capture_output=True,
+                               text=True).stdout.strip()
+                for name in ("libasan.so", "libstdc++.so.6")]
+    if not all(os.path.isabs(p) and os.path.exists(p) for p in runtimes):
         pytest.skip("the compiler has no AddressSanitizer runtime")
+    # ASan's runtime first; libstdc++ with it, so that its __cxa_throw interceptor finds the
+    # real one when ORT throws (else ASan aborts on ORT's first C++ exception)
+    preload = " ".join(runtimes)
     objs = sorted(str(p) for p in (ROOT / "build" / "src").rglob("*.o"))
     if not objs:
         pytest.skip("no build objects (make build first)")
@@ -49,7 +53,7 @@ def sanitized_library(tmp_path_factory):
     lib = out / "libonnxruntime_ep_mlx.so"
     subprocess.run(["c++", "-o", str(lib), *objs, *SAN, *make_var("LDFLAGS_LIB")], cwd=ROOT,
                    check=True, capture_output=True)
-    return lib, asan
+    return lib, preload
 
 
 CHILD = textwrap.dedent("""
@@ -87,8 +91,8 @@ CHILD = textwrap.dedent("""
 
 
 def test_host_kernels_clean_under_sanitizers(sanitized_library):
-    lib, asan = sanitized_library
-    env = {**os.environ, "LD_PRELOAD": asan, "ASAN_OPTIONS": "detect_leaks=0",
+    lib, preload = sanitized_library
+    env = {**os.environ, "LD_PRELOAD": preload, "ASAN_OPTIONS": "detect_leaks=0",
            "UBSAN_OPTIONS": "print_stacktrace=1", "ONNXRUNTIME_EP_MLX_LIBRARY": str(lib),
            "PYTHONPATH": os.pathsep.join([str(ROOT / "python"), str(ROOT / "tests")])}
     r = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env,
