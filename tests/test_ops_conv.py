@@ -10,6 +10,7 @@ from onnx import TensorProto, helper
 
 import mlx_harness as harness
 import ops_common as oc
+import ops_failures as of
 from ops_common import BF16, F16, F32, FLOATS
 
 # (id, X shape, W shape, attributes)
@@ -528,3 +529,38 @@ def test_concat_before_a_convolution_is_joined_channels_last(name, parts, kernel
         np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-5)
     joined = extra is None and axis != 2
     assert (f"node 'cat' (Concat): {JOINED}" in err) == joined, err[-2000:]
+
+
+# --- inputs whose windows do not fit ----------------------------------------------------------
+W3 = np.ones((4, 3, 3, 3), np.float32)
+
+
+@pytest.mark.parametrize("x_shape,attrs", [
+    ((1, 3, 0, 0), dict(pads=[1, 1, 1, 1], strides=[2, 2])),  # the fuzzer's reproducer
+    ((2, 3, 0, 5), dict(pads=[1, 1, 1, 1], strides=[2, 2])),
+    ((1, 3, 2, 2), dict(strides=[2, 2])),                     # kernel wider than the input
+    ((1, 3, 0, 4), dict(auto_pad="SAME_UPPER", strides=[2, 2])),
+    ((1, 3, 2, 5), dict(auto_pad="VALID")),
+], ids=str)
+def test_conv_window_not_fitting_fails_naming_the_node(x_shape, attrs):
+    """ORT's CPU kernel rejects these ("Invalid input shape"); MLX would return an output it never
+    wrote. The node fails naming itself and the session runs a valid input afterwards."""
+    m = conv_model("Conv", TensorProto.FLOAT, [None, 3, None, None], W3.shape, attrs,
+                   consts={"w": W3})
+    good = {"x": harness.rand((1, 3, 5, 5), seed=1)}
+    of.rejects_then_runs(m, {"x": np.ones(x_shape, np.float32)}, good, rtol=1e-5, atol=1e-5)
+
+
+def test_conv_empty_input_made_up_by_pads_is_the_bias():
+    """An empty spatial dim whose pads still fit the kernel: every window holds only padding, so
+    the output is the bias (ORT agrees); MLX's convolution would leave it unwritten."""
+    b = np.arange(4, dtype=np.float32)
+    m = conv_model("Conv", TensorProto.FLOAT, [None, 3, None, None], W3.shape,
+                   dict(pads=[2, 2, 2, 2]), bias=True, consts={"w": W3, "b": b})
+    for shape in [(1, 3, 0, 0), (2, 3, 0, 4)]:
+        x = np.ones(shape, np.float32)
+        got = of.mlx_outputs(m, {"x": x})[0]
+        want = harness.cpu_session(m).run(None, {"x": x})[0]
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(got, np.broadcast_to(b[None, :, None, None], want.shape))

@@ -14,6 +14,7 @@ from onnx import TensorProto, helper
 
 import mlx_harness as harness
 import ops_common as oc
+import ops_failures as of
 from ops_common import BF16, F16, F32, FLOATS
 
 INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
@@ -355,6 +356,84 @@ def test_mod_float_without_fmod_declined(tmp_path):
     a, b = harness.rand((3,)), harness.rand((3,), seed=1)
     m = mod_model(TensorProto.FLOAT, a, b, 0)
     oc.check_declined(m, None, "n", "fmod=0", tmp_path)
+
+
+# --- integer Div and Mod at the edges ------------------------------------------------------------
+def c_division(a, b, dtype):
+    """NumPy-free reference in Python ints, wrapped to dtype as two's complement: C's truncating
+    quotient, Python's floored remainder (fmod=0) and C's remainder (fmod=1)."""
+    bits, signed = np.dtype(dtype).itemsize * 8, np.issubdtype(dtype, np.signedinteger)
+
+    def wrap(v):
+        v &= (1 << bits) - 1
+        return v - (1 << bits) if signed and v >> (bits - 1) else v
+
+    def trunc(x, y):
+        q = abs(x) // abs(y)
+        return q if (x < 0) == (y < 0) else -q
+    pairs = [(int(x), int(y)) for x, y in zip(a, b)]
+    return {"Div": np.array([wrap(trunc(x, y)) for x, y in pairs], dtype),
+            0: np.array([wrap(x % y) for x, y in pairs], dtype),
+            1: np.array([wrap(x - trunc(x, y) * y) for x, y in pairs], dtype)}
+
+
+@pytest.mark.parametrize("dtype", INTS, ids=lambda d: np.dtype(d).name)
+def test_int_div_mod_extremes_match_reference(dtype):
+    """Every pair of edge values: INT_MIN / -1 wraps to INT_MIN and INT_MIN % -1 is 0 (MLX's
+    C++ kernels trap there, SIGFPE; so does ORT's CPU provider), and INT_MIN (whose magnitude
+    does not fit) divides and reduces exactly by every divisor."""
+    info = np.iinfo(dtype)
+    vals = sorted({v for v in (info.min, info.min + 1, -7, -3, -2, -1, 1, 2, 3, 7, info.max - 1,
+                               info.max) if info.min <= v <= info.max} | {0})
+    a = np.array([x for x in vals for y in vals if y != 0], dtype)
+    b = np.array([y for x in vals for y in vals if y != 0], dtype)
+    want = c_division(a, b, dtype)
+    elem = harness.onnx_type(np.dtype(dtype))
+    got = of.mlx_outputs(binary("Div", elem, a, b), {"in0": a, "in1": b})[0]
+    np.testing.assert_array_equal(got, want["Div"])
+    for fmod in (0, 1):
+        got = of.mlx_outputs(mod_model(elem, a, b, fmod), {"in0": a, "in1": b})[0]
+        np.testing.assert_array_equal(got, want[fmod], err_msg=f"fmod={fmod}")
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint8, np.uint64],
+                         ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("op,fmod", [("Div", None), ("Mod", 0), ("Mod", 1)])
+def test_int_division_by_zero_fails_naming_the_node(dtype, op, fmod):
+    """ORT's CPU provider fails integer Div and Mod by zero; so do we (MLX would give 0 or the
+    dividend), and the session runs on."""
+    elem = harness.onnx_type(np.dtype(dtype))
+    a = np.array([7, 5, 0, 9], dtype)
+    bad, good = np.array([2, 0, 1, 3], dtype), np.array([2, 4, 1, 3], dtype)
+    m = (binary("Div", elem, a, bad) if op == "Div" else mod_model(elem, a, bad, fmod))
+    of.rejects_then_runs(m, {"in0": a, "in1": bad}, {"in0": a, "in1": good}, op=op)
+
+
+def test_int_division_by_zero_fails_when_compiled(capfd):
+    """The check holds inside a compiled function too (Div then Add, shapeless, two shapes), and
+    the session runs on."""
+    import gc
+    nodes = [helper.make_node("Div", ["a", "b"], ["q"], name="div"),
+             helper.make_node("Add", ["q", "a"], ["y"], name="add")]
+    m = harness.make_model(nodes, [("a", TensorProto.INT64, ("N", 3)),
+                                   ("b", TensorProto.INT64, ("N", 3))],
+                           [("y", TensorProto.INT64, None)], opset=14)
+    s = harness.mlx_session(m, provider_options={"verbose": "1"})
+    for n in (2, 3):
+        x = np.arange(1, 3 * n + 1, dtype=np.int64).reshape(n, 3)
+        np.testing.assert_array_equal(s.run(None, {"a": x, "b": x})[0], x + 1)
+    y = x.copy()
+    y[2, 1] = 0
+    with pytest.raises(of.RuntimeException, match=of.names_node("div", "Div")):
+        s.run(None, {"a": x, "b": y})
+    np.testing.assert_array_equal(s.run(None, {"a": x, "b": x})[0], x + 1)
+    capfd.readouterr()
+    del s
+    gc.collect()
+    summary = [ln for ln in capfd.readouterr().err.splitlines() if " nodes, path " in ln]
+    assert len(summary) == 1 and "path shapeless (" in summary[0], summary
+    # the failed compiled run is repeated eagerly to name the failing check
+    assert "failed 1, compiled 4, eager 1" in summary[0], summary[0]
 
 
 # --- Max Min Sum Mean ----------------------------------------------------------------------------

@@ -147,6 +147,24 @@ def test_pad_invalid_fails_naming_the_node(mode, shape, pads, match):
     np.testing.assert_array_equal(s.run(None, good)[0], harness.cpu_session(m).run(None, good)[0])
 
 
+I64_MAX, I64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("pads", [[0, I64_MAX, 0, 0], [0, 0, 0, I64_MAX], [0, I64_MIN, 0, 0],
+                                  [0, -5, 0, 0], [0, -2, 0, -2], [I64_MIN, 0, I64_MIN, 0]],
+                         ids=str)
+def test_pad_extreme_pads_fail_naming_the_node(mode, pads):
+    """A pad of INT64_MAX overflowed the output size and came out as a crop; INT64_MIN (which has
+    no negation) left the axis whole; crops beyond the axis. ORT's CPU provider fails all of them;
+    so do we, naming the node, and the session runs a valid input afterwards."""
+    import ops_failures as of
+    m = pad_model(TensorProto.FLOAT, [2, 3], mode, pads=pads)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    of.rejects_then_runs(m, {"x": x, "p": np.array(pads, np.int64)},
+                         {"x": x, "p": np.array([1, 1, 0, 2], np.int64)})
+
+
 def test_pad_wrap_declined_before_opset_19(tmp_path):
     m = pad_model(TensorProto.FLOAT, [3, 4], "wrap", 18, [1, 1, 1, 1], pads_input=False)
     oc.check_declined(m, None, "n", "wrap from opset 19", tmp_path)

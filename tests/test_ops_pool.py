@@ -12,6 +12,7 @@ from onnx import TensorProto, helper
 
 import mlx_harness as harness
 import ops_common as oc
+import ops_failures as of
 from ops_common import BF16, F16, F32, FLOATS
 
 # (id, X shape, attributes)
@@ -290,3 +291,82 @@ def test_declines_same_with_kernel_below_stride(tmp_path):
     xs, attrs = (1, 2, 10), dict(kernel_shape=[1], strides=[5], auto_pad="SAME_UPPER")
     oc.check_declined(pool_model("AveragePool", TensorProto.FLOAT, xs, attrs), x_for(xs), "n",
                       "negative padding", tmp_path)
+
+
+# --- inputs ORT's CPU pools reject --------------------------------------------------------------
+WINDOWED = [("MaxPool", dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2])),
+            ("AveragePool", dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2])),
+            ("LpPool", dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]))]
+
+
+@pytest.mark.parametrize("x_shape", [(1, 3, 0, 0), (2, 3, 0, 5), (1, 0, 4, 4)], ids=str)
+@pytest.mark.parametrize("op,attrs", WINDOWED, ids=[w[0] for w in WINDOWED])
+def test_pool_of_empty_input_fails_naming_the_node(op, attrs, x_shape):
+    """ORT's CPU pools accept an empty input only when the batch is what is empty; we invented a
+    1x1 window of padding before. The session runs a valid input afterwards."""
+    m = pool_model(op, TensorProto.FLOAT, [None, None, None, None], attrs, opset=18)
+    of.rejects_then_runs(m, {"x": np.ones(x_shape, np.float32)}, x_for((1, 3, 5, 5)),
+                         rtol=1e-5, atol=1e-5)
+    y = of.mlx_outputs(m, {"x": np.ones((0, 3, 5, 5), np.float32)})[0]
+    assert y.shape == (0, 3, 3, 3)
+
+
+@pytest.mark.parametrize("x_shape", [(1, 3, 0, 0), (2, 3, 0), (1, 0, 2, 2)], ids=str)
+@pytest.mark.parametrize("op", GLOBALS)
+def test_global_pool_of_empty_input_fails_naming_the_node(op, x_shape):
+    m = global_model(op, TensorProto.FLOAT, [None] * len(x_shape), 18)
+    good_shape = tuple(d or 2 for d in x_shape)
+    of.rejects_then_runs(m, {"x": np.ones(x_shape, np.float32)}, x_for(good_shape),
+                         rtol=1e-5, atol=1e-5)
+    batch0 = (0,) + good_shape[1:]
+    assert of.mlx_outputs(m, {"x": np.ones(batch0, np.float32)})[0].shape == \
+        (0, good_shape[1]) + (1,) * (len(x_shape) - 2)
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+@pytest.mark.parametrize("n,k,s,pads,ceil", [(3, 5, 1, [0, 0], 0), (1, 3, 1, [0, 0], 1),
+                                             (1, 5, 2, [0, 0], 0), (1, 5, 1, [1, 1], 0)])
+def test_pool_kernel_overshooting_the_input_fails(op, n, k, s, pads, ceil):
+    """ORT computes (in + pads - extent) / stride + 1 with C division and rejects a negative
+    result; smaller overshoots give its 0 or 1 windows, which we match (test_pool_overshoot_grid)."""
+    attrs = dict(kernel_shape=[k], strides=[s], pads=pads, ceil_mode=ceil)
+    m = pool_model(op, TensorProto.FLOAT, [1, 2, None], attrs, opset=19)
+    of.rejects_then_runs(m, x_for((1, 2, n)), x_for((1, 2, k + 2)), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool", "LpPool"])
+def test_pool_overshoot_grid(op):
+    """Every small 1-D geometry (input 0-4, kernel 1-5, pads below the kernel, stride 1-3,
+    ceil_mode): the EP fails exactly where ORT's CPU provider does, and otherwise matches it."""
+    import itertools
+    for n, k, s, ceil in itertools.product(range(5), range(1, 6), (1, 2, 3), (0, 1)):
+        for lo, hi in itertools.product(range(k), range(k)):
+            if lo + hi > 3:
+                continue
+            attrs = dict(kernel_shape=[k], strides=[s], pads=[lo, hi], ceil_mode=ceil)
+            m = pool_model(op, TensorProto.FLOAT, [1, 2, None], attrs, opset=19)
+            x = {"x": np.arange(1, 1 + 2 * n, dtype=np.float32).reshape(1, 2, n)}
+            try:
+                want = harness.cpu_session(m).run(None, x)[0]
+            except of.CPU_ERRORS:
+                want = None
+            s_ = harness.mlx_session(m)
+            if want is None:
+                with pytest.raises(of.RuntimeException, match=of.names_node("n", op)):
+                    s_.run(None, x)
+            else:
+                np.testing.assert_allclose(s_.run(None, x)[0], want, rtol=1e-6,
+                                           err_msg=str((n, k, s, ceil, lo, hi)))
+
+
+@pytest.mark.parametrize("shape", [(3,), (2, 3)], ids=str)
+@pytest.mark.parametrize("op", GLOBALS)
+def test_global_pool_below_rank_3(op, shape, tmp_path):
+    """ORT's CPU pools need rank >= 3: a known rank is declined with the reason; an unknown one
+    fails the run naming the node (as ORT does) and the session goes on."""
+    reasons = oc.declined_reasons(global_model(op, TensorProto.FLOAT, list(shape), 18), tmp_path)
+    assert "rank" in reasons["n"], reasons
+    node = helper.make_node(op, ["x"], ["y"], name="n")
+    m = harness.make_model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+                           [("y", TensorProto.FLOAT, None)], opset=18)
+    of.rejects_then_runs(m, {"x": np.ones(shape, np.float32)}, x_for((1, 2, 3)), rtol=1e-5)

@@ -374,3 +374,23 @@ def test_declined_attributes(tmp_path, attrs, opset, reason):
 def test_bad_scales_declined(tmp_path, op, opset, scales, reason):
     m = resize_model(F, (1, 1, 4, 4), dict(mode="nearest"), scales, opset=opset, op=op)
     assert reason in oc.declined_reasons(m, tmp_path)["n"]
+
+
+@pytest.mark.parametrize("scales", [[1, 1, np.inf, 1], [1, 1, 2, np.inf], [1, 1, np.nan, 2],
+                                    [1, 1, 1e30, 1], [1, 1, 1e10, 1]], ids=str)
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_scales_not_finite_or_too_large_fail_naming_the_node(mode, scales):
+    """ORT's CPU kernel rejects a scale that is not finite (and cannot allocate 1e10x); we took
+    inf * length to an empty axis and 1e30 * length through an undefined conversion. A computed
+    scale fails the run naming the node (the session goes on); a constant one is declined."""
+    import ops_failures as of
+    m = resize_model(TensorProto.FLOAT, [1, 1, 2, 2], {"mode": mode}, scales=scales, const=False)
+    x = x_feed((1, 1, 2, 2))["x"]
+    of.rejects_then_runs(m, {"x": x, "scales": np.array(scales, np.float32)},
+                         {"x": x, "scales": np.array([1, 1, 2, 3], np.float32)})
+
+
+def test_constant_infinite_scale_declined(tmp_path):
+    m = resize_model(TensorProto.FLOAT, [1, 1, 2, 2], {"mode": "nearest"},
+                     scales=[1, 1, np.inf, 1])
+    assert "finite" in oc.declined_reasons(m, tmp_path)["n"]

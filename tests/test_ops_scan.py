@@ -10,6 +10,7 @@ from onnx import TensorProto, helper
 
 import mlx_harness as harness
 import ops_common as oc
+import ops_failures as of
 from ops_common import BF16, F16, F32, FLOATS
 
 SHAPE = (3, 4, 5)
@@ -77,6 +78,56 @@ def test_arg_long_rows_keep_the_first_extreme():
         got = oc.check(lambda e: arg_model(op, e, x.shape, 13, axis=1, keepdims=0,
                                            select_last_index=last), {"x": x}, F32)
         np.testing.assert_array_equal(got[0], np_arg(op, x, 1, 0, last))
+
+
+NAN_ROWS = np.array([[np.nan, 1, 2, 0], [1, np.nan, 2, 0], [1, 2, np.nan, 0],
+                     [np.nan, np.nan, 1, 0], [np.nan] * 4, [1, np.nan, 3, np.nan],
+                     [3, 1, 3, 1], [-np.inf, np.nan, np.inf, np.nan], [0, 2, 2, np.nan],
+                     [-np.inf, np.nan, -np.inf, np.nan], [np.inf, np.nan, np.inf, 5]], np.float32)
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("last", [0, 1])
+@pytest.mark.parametrize("keepdims", [0, 1])
+@pytest.mark.parametrize("axis", [1, 0])
+def test_arg_nan_slices_match_cpu(op, last, keepdims, axis):
+    """ORT scans from a slice's first element and moves on a strictly better value (or an equal
+    one, for the last index): a NaN is skipped unless it comes first (index 0). MLX propagates
+    NaN; the last-index form gave -1, which a Gather after it silently wrapped."""
+    x = NAN_ROWS if axis == 1 else NAN_ROWS.T.copy()
+    m = arg_model(op, TensorProto.FLOAT, x.shape, 13, axis=axis, keepdims=keepdims,
+                  select_last_index=last)
+    got = of.mlx_outputs(m, {"x": x})[0]
+    want = harness.cpu_session(m).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got, want)
+    assert (got >= 0).all()
+
+
+@pytest.mark.parametrize("dtype", [F32, F16, np.dtype(np.float64)], ids=str)
+def test_arg_nan_and_infinities_random_rows_match_cpu(dtype):
+    """Random 37-wide rows of NaN, +-inf and small values, every form, against ORT."""
+    vals = np.array([np.nan, -np.inf, np.inf, 0, 1, 2], np.float32)
+    x = vals[np.random.default_rng(0).integers(0, len(vals), size=(60, 37))].astype(dtype)
+    for op in ("ArgMax", "ArgMin"):
+        for last in (0, 1):
+            m = arg_model(op, oc.elem(dtype), x.shape, 13, axis=-1, select_last_index=last)
+            got = of.mlx_outputs(m, {"x": x})[0]
+            np.testing.assert_array_equal(got, harness.cpu_session(m).run(None, {"x": x})[0],
+                                          err_msg=f"{op} select_last_index={last}")
+
+
+def test_arg_nan_then_gather_stays_in_range():
+    """The fuzzer's chain: ArgMax (select_last_index=1) of a slice with NaN feeding a Gather."""
+    nodes = [helper.make_node("ArgMax", ["x"], ["i"], name="arg", axis=1, keepdims=0,
+                              select_last_index=1),
+             helper.make_node("Gather", ["t", "i"], ["y"], name="gather", axis=0)]
+    m = harness.make_model(nodes, [("x", TensorProto.FLOAT, [3, 4]),
+                                   ("t", TensorProto.FLOAT, [4])],
+                           [("y", TensorProto.FLOAT, None)], opset=13)
+    feeds = {"x": np.array([[1, np.nan, 2, 0], [np.nan] * 4, [5, 5, np.nan, 1]], np.float32),
+             "t": np.array([10, 11, 12, 13], np.float32)}
+    np.testing.assert_array_equal(of.mlx_outputs(m, feeds)[0], [12, 10, 11])
+    np.testing.assert_array_equal(harness.cpu_session(m).run(None, feeds)[0], [12, 10, 11])
 
 
 def test_arg_negative_axis_before_opset11_declined(tmp_path):

@@ -13,6 +13,7 @@ from onnx import TensorProto, helper
 
 import mlx_harness as harness
 import ops_common as oc
+import ops_failures as of
 from ops_common import BF16, F16, F32
 
 INTS = [np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
@@ -206,3 +207,42 @@ def test_compiled_keyed_scatter_gather(capfd):
     feeds = [{"x": harness.rand((n, 4), seed=n), "i": np.full((n, 2), -1, np.int64),
               "u": harness.rand((n, 2), seed=n + 1)} for n in (2, 3, 2)]
     oc.check_compiled(m, feeds, capfd, path="keyed")
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_scatter_nd_zero_size_updates_leave_the_data(reduction):
+    """data [1, 0], indices [[0]], updates [1, 0]: nothing is written and the result is the
+    (empty) data, as on ORT's CPU provider; MLX's scatter would divide by the zero slice size."""
+    m = scatter_model("ScatterND", TensorProto.FLOAT, [1, 0], [1, 1], [1, 0], reduction=reduction)
+    feeds = {"x": np.zeros((1, 0), np.float32), "i": np.array([[0]], np.int64),
+             "u": np.zeros((1, 0), np.float32)}
+    got = of.mlx_outputs(m, feeds)[0]
+    assert got.shape == (1, 0) and got.dtype == np.float32
+    m3 = scatter_model("ScatterND", TensorProto.FLOAT, [2, 3, 0], [2, 2], [2, 0],
+                       reduction=reduction)
+    feeds = {"x": np.zeros((2, 3, 0), np.float32), "i": np.array([[1, 2], [0, -1]], np.int64),
+             "u": np.zeros((2, 0), np.float32)}
+    assert of.mlx_outputs(m3, feeds)[0].shape == (2, 3, 0)
+
+
+def test_scatter_nd_zero_size_updates_still_check_indices():
+    """ORT checks the indices even when the updates are empty; so do we, and the session runs on."""
+    m = scatter_model("ScatterND", TensorProto.FLOAT, [1, 0], [1, 1], [1, 0])
+    x, u = np.zeros((1, 0), np.float32), np.zeros((1, 0), np.float32)
+    of.rejects_then_runs(m, {"x": x, "i": np.array([[5]], np.int64), "u": u},
+                         {"x": x, "i": np.array([[-1]], np.int64), "u": u})
+
+
+@pytest.mark.parametrize("op,axis", [("ScatterElements", 1), ("ScatterElements", 0),
+                                     ("Scatter", 1)])
+def test_scatter_elements_zero_size_indices_leave_the_data(op, axis):
+    m = scatter_model(op, TensorProto.FLOAT, [2, 0], [2, 0], [2, 0], axis=axis,
+                      opset=9 if op == "Scatter" else 18)
+    feeds = {"x": np.zeros((2, 0), np.float32), "i": np.zeros((2, 0), np.int64),
+             "u": np.zeros((2, 0), np.float32)}
+    assert of.mlx_outputs(m, feeds)[0].shape == (2, 0)
+    m = scatter_model(op, TensorProto.FLOAT, [2, 3], [0, 3], [0, 3], axis=0,
+                      opset=9 if op == "Scatter" else 18)
+    x = harness.rand((2, 3))
+    feeds = {"x": x, "i": np.zeros((0, 3), np.int64), "u": np.zeros((0, 3), np.float32)}
+    np.testing.assert_array_equal(of.mlx_outputs(m, feeds)[0], x)

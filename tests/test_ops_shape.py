@@ -114,6 +114,21 @@ def test_shape_chain_computed_reshape():
         assert got[0].shape == (shape[0] * 3, shape[2])
 
 
+@pytest.mark.parametrize("spec", [[[2, 3]], [[6]], 6], ids=str)
+def test_reshape_shape_not_1d_fails_naming_the_node(spec):
+    """The shape input must be 1-D. With its rank known, ONNX's shape inference rejects the model
+    before any provider sees it (the claim declines it too); with the rank unknown, ORT's CPU
+    kernel fails the run and so do we (we used to flatten it), and the session goes on."""
+    import ops_failures as of
+    node = helper.make_node("Reshape", ["x", "s"], ["y"], name="n")
+    m = harness.make_model([node], [("x", TensorProto.FLOAT, [2, 3]),
+                                    helper.make_tensor_value_info("s", I64, None)],
+                           [("y", TensorProto.FLOAT, None)], opset=14)
+    x = harness.rand((2, 3))
+    of.rejects_then_runs(m, {"x": x, "s": np.array(spec, np.int64)},
+                         {"x": x, "s": np.array([3, -1], np.int64)})
+
+
 def test_reshape_rank_over_16_declined(tmp_path):
     x = harness.rand((2, 3))
     spec = np.array([2, 3] + [1] * 15, np.int64)

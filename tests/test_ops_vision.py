@@ -14,6 +14,7 @@ from onnx.reference import ReferenceEvaluator
 
 import mlx_harness as harness
 import ops_common as oc
+import ops_failures as of
 
 F = TP.FLOAT
 
@@ -224,6 +225,26 @@ def test_col2im(image, block, attrs, channels):
     m = model("Col2Im", [("x", F, list(x.shape))], attrs, opset=18,
               inits=[("img", np.array(image, np.int64)), ("blk", np.array(block, np.int64))])
     harness.check_against_cpu(m, {"x": x})
+
+
+def test_col2im_zero_size_input():
+    """An empty batch gives an empty image (MLX's scatter would divide by the zero update size);
+    zero channels is an error naming the node, as on ORT's CPU provider, and the session runs on."""
+    img, blk = ("img", np.array([3, 3], np.int64)), ("blk", np.array([2, 2], np.int64))
+    m = model("Col2Im", [("x", F, [None, 4, 4])], {}, opset=18, inits=[img, blk])
+    y = of.mlx_outputs(m, {"x": np.zeros((0, 4, 4), np.float32)})[0]
+    assert y.shape == (0, 1, 3, 3)
+    m = model("Col2Im", [("x", F, [1, None, 4])], {}, opset=18, inits=[img, blk])
+    of.rejects_then_runs(m, {"x": np.zeros((1, 0, 4), np.float32)},
+                         {"x": harness.rand((1, 4, 4), seed=3)})
+
+
+def test_max_unpool_zero_channels():
+    m = model("MaxUnpool", [("v", F, [1, 0, 2, 2]), ("i", TP.INT64, [1, 0, 2, 2])],
+              {"kernel_shape": [2, 2], "strides": [2, 2]}, opset=11)
+    y = of.mlx_outputs(m, {"v": np.zeros((1, 0, 2, 2), np.float32),
+                               "i": np.zeros((1, 0, 2, 2), np.int64)})[0]
+    assert y.shape == (1, 0, 4, 4)
 
 
 # --- NonMaxSuppression ------------------------------------------------------------------------

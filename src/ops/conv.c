@@ -13,7 +13,7 @@
  * negative. MLX has no grouped 3-D convolution, so those run group by group. Forms where ONNX
  * Runtime's CPU kernel rejects the node or departs from the spec (SAME with dilations for Conv,
  * SAME whose padding would be negative, output_padding not below the stride) are declined and stay
- * on ONNX Runtime.
+ * on ONNX Runtime. A Conv window that does not fit the padded input fails the run as on ORT.
  */
 #include "ops/conv.h"
 #include "ops/families.h"
@@ -169,6 +169,23 @@ static bool claim_conv(const ir_graph *g, const ir_node *n, const op_row *r, op_
   return true;
 }
 
+/* A convolution of a channels-last x holding no elements (an empty spatial dim that the pads
+ * make up for, or no input channels): every output sums nothing, so it is zero (plus bias). */
+static int empty_input_conv(tr_ctx *t, mx_array x, mx_array w, int nd, const int *stride,
+                            const int *lo, const int *hi, const int *kdil, mx_array bias,
+                            mx_array *y) {
+  int shape[MX_MAX_RANK];
+  shape[0] = mx_dim(x, 0), shape[nd + 1] = mx_dim(w, 0);
+  for (int i = 0; i < nd; i++) {
+    int extent = (mx_dim(w, i + 2) - 1) * kdil[i] + 1;
+    shape[i + 1] = (mx_dim(x, i + 1) + lo[i] + hi[i] - extent) / stride[i] + 1;
+  }
+  mx_array zero;
+  TR_TRY(mx_scalar(t->mx, &zero, 0, mx_dtype_of(x)));
+  TR_TRY(mx_full(t->mx, y, shape, nd + 2, zero));
+  return bias ? mx_binary(t->mx, y, MX_ADD, *y, bias) : MX_OK;
+}
+
 /* Conv's correlation of channels-first x by w under node n's window attributes, channels-last,
  * plus bias [M] when given; exported (ops/conv.h) for ConvInteger and QLinearConv. */
 int conv_forward_channels_last(tr_ctx *t, const ir_node *n, mx_array x, mx_array w,
@@ -188,8 +205,16 @@ int conv_forward_channels_last(tr_ctx *t, const ir_node *n, mx_array x, mx_array
                     wa.auto_pad == WIN_SAME_UPPER, &l, &h);
     stride[i] = (int)wa.stride[i], kdil[i] = (int)wa.dilation[i], idil[i] = 1;
     lo[i] = (int)l, hi[i] = (int)h;
+    /* ORT's CPU kernel computes (in + pads - extent) / stride + 1 in float, truncated, and
+     * rejects an output dim below 1: any window that does not fit the padded input. */
+    if (mx_dim(x, i + 2) + l + h < win_extent(&wa, i))
+      return tr_fail(t, "invalid input shape: spatial dim %d is %d, with pads %lld + %lld the "
+                        "kernel's extent %lld does not fit", i, mx_dim(x, i + 2), (long long)l,
+                     (long long)h, (long long)win_extent(&wa, i));
   }
   TR_TRY(to_channels_last(t, x, &x));
+  if (mx_size(x) == 0) /* MLX's convolution leaves such an output unwritten */
+    return empty_input_conv(t, x, w, nd, stride, lo, hi, kdil, bias, y);
   bool own = w == tr_in(t, 1); /* Conv's own weight, not one ConvInteger/QLinearConv made */
   mx_array prepared = own ? tr_derived(t, 0) : NULL, form = own ? tr_derived(t, 1) : NULL;
   mx_array packed = own ? tr_derived(t, 2) : NULL;

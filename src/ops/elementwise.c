@@ -8,9 +8,10 @@
  * types, so inputs must agree (Pow excepted) and results are cast to the declared output type.
  * Integer Div truncates toward zero as ONNX Runtime does, which MLX's divide (a float result)
  * and floor_divide do not; integer Mod follows the divisor's sign (MLX's remainder) and fmod=1
- * the dividend's (C's fmod, computed on magnitudes so floats stay exact). Sum and Mean of
- * float16/bfloat16 accumulate in float32. Rows from opset 7 on for ops that earlier used a
- * `broadcast` attribute we do not translate.
+ * the dividend's (C's fmod; floats computed on magnitudes so they stay exact). Integer division
+ * by zero fails the run as on ORT; INT_MIN / -1 wraps (INT_MIN, remainder 0) where ORT traps.
+ * Sum and Mean of float16/bfloat16 accumulate in float32. Rows from opset 7 on for ops that
+ * earlier used a `broadcast` attribute we do not translate.
  */
 #include "ops/families.h"
 #include "ops/host_math.h"
@@ -77,23 +78,62 @@ static bool claim_bitcast(const ir_graph *g, const ir_node *n, const op_row *r, 
 }
 
 /* --- translators ------------------------------------------------------------------------- */
-/* Integer division truncating toward zero: |a| // |b| with the sign of a*b. */
+/* Integer division and modulo by zero fail the run naming the node, as on ORT's CPU provider
+ * (MLX would quietly give 0 or the dividend). */
+static int check_nonzero_divisor(tr_ctx *t, mx_array b, const char *what) {
+  mx_array zero, ok;
+  TR_TRY(mx_scalar(t->mx, &zero, 0, mx_dtype_of(b)));
+  TR_TRY(mx_binary(t->mx, &ok, MX_NOT_EQUAL, b, zero));
+  return tr_check_that(t, ok, "integer %s by zero", what);
+}
+
+/* A signed divisor with -1 replaced by 1 (*is_minus_one says where). MLX's integer kernels
+ * compute x / y and x % y in C++, where INT_MIN / -1 traps (SIGFPE); x % 1 == x % -1 == 0 and
+ * x / -1 is taken as -x (two's complement wrap: INT_MIN / -1 = INT_MIN). */
+static int divisor_without_minus_one(tr_ctx *t, mx_array b, mx_array *safe,
+                                     mx_array *is_minus_one) {
+  mx_array one, minus_one;
+  TR_TRY(mx_scalar(t->mx, &one, 1, mx_dtype_of(b)));
+  TR_TRY(mx_scalar(t->mx, &minus_one, -1, mx_dtype_of(b)));
+  TR_TRY(mx_binary(t->mx, is_minus_one, MX_EQUAL, b, minus_one));
+  return mx_where(t->mx, safe, *is_minus_one, one, b);
+}
+
+/* Whether a signed a / b is a negative non-integer, given MLX's floored remainder r: there the
+ * truncated result differs from the floored one. */
+static int floor_differs(tr_ctx *t, mx_array a, mx_array b, mx_array r, mx_array *out) {
+  mx_array zero, a_neg, b_neg, inexact, signs;
+  TR_TRY(mx_scalar(t->mx, &zero, 0, mx_dtype_of(a)));
+  TR_TRY(mx_binary(t->mx, &a_neg, MX_LESS, a, zero));
+  TR_TRY(mx_binary(t->mx, &b_neg, MX_LESS, b, zero));
+  TR_TRY(mx_binary(t->mx, &signs, MX_NOT_EQUAL, a_neg, b_neg));
+  TR_TRY(mx_binary(t->mx, &inexact, MX_NOT_EQUAL, r, zero));
+  return mx_binary(t->mx, out, MX_LOGICAL_AND, signs, inexact);
+}
+
+/* Integer division truncating toward zero, as ORT: MLX's floor_divide, plus one where a / b is
+ * a negative non-integer. Working on the operands themselves (not their magnitudes) keeps
+ * INT_MIN exact: its magnitude does not fit. */
 static int translate_div(tr_ctx *t, const ir_node *n, const op_row *r) {
   mx_array a = tr_in(t, 0), b = tr_in(t, 1);
-  if (mx_dtype_is_float(mx_dtype_of(a))) return op_translate_binary(t, n, r);
+  mx_dtype dt = mx_dtype_of(a);
+  if (mx_dtype_is_float(dt)) return op_translate_binary(t, n, r);
+  if (mx_dtype_of(b) != dt) return tr_fail(t, "Div inputs differ in type");
+  TR_TRY(check_nonzero_divisor(t, b, "division"));
   mx_array q;
-  if (mx_dtype_is_unsigned_int(mx_dtype_of(a))) {
+  if (mx_dtype_is_unsigned_int(dt)) {
     TR_TRY(mx_binary(t->mx, &q, MX_FLOOR_DIVIDE, a, b));
     return tr_out_cast(t, 0, q);
   }
-  mx_array abs_a, abs_b, sa, sb, sign;
-  TR_TRY(mx_unary(t->mx, &abs_a, MX_ABS, a));
-  TR_TRY(mx_unary(t->mx, &abs_b, MX_ABS, b));
-  TR_TRY(mx_binary(t->mx, &q, MX_FLOOR_DIVIDE, abs_a, abs_b));
-  TR_TRY(mx_unary(t->mx, &sa, MX_SIGN, a));
-  TR_TRY(mx_unary(t->mx, &sb, MX_SIGN, b));
-  TR_TRY(mx_binary(t->mx, &sign, MX_MULTIPLY, sa, sb));
-  TR_TRY(mx_binary(t->mx, &q, MX_MULTIPLY, q, sign));
+  mx_array bs, is_minus_one, rem, fix, neg_a;
+  TR_TRY(divisor_without_minus_one(t, b, &bs, &is_minus_one));
+  TR_TRY(mx_binary(t->mx, &q, MX_FLOOR_DIVIDE, a, bs));
+  TR_TRY(mx_binary(t->mx, &rem, MX_REMAINDER, a, bs));
+  TR_TRY(floor_differs(t, a, bs, rem, &fix));
+  TR_TRY(mx_astype(t->mx, &fix, fix, dt));
+  TR_TRY(mx_binary(t->mx, &q, MX_ADD, q, fix));
+  TR_TRY(mx_unary(t->mx, &neg_a, MX_NEG, a));
+  TR_TRY(mx_where(t->mx, &q, is_minus_one, neg_a, q));
   return tr_out_cast(t, 0, q);
 }
 
@@ -148,12 +188,33 @@ static int translate_pow(tr_ctx *t, const ir_node *n, const op_row *r) {
 }
 
 /* Mod: fmod=0 takes the divisor's sign (MLX's remainder, Python's %); fmod=1 the dividend's, as
- * C's fmod: the remainder of the magnitudes (exact, no quotient is formed) signed like a. */
+ * C's % and fmod. Floats: the remainder of the magnitudes (exact, no quotient is formed) signed
+ * like a. Signed integers: the floored remainder minus b where a / b is a negative non-integer
+ * (no overflow: that remainder has b's sign and a smaller magnitude; magnitudes would not do,
+ * INT_MIN has none that fits). */
 static int translate_mod(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)r;
   mx_array a = tr_in(t, 0), b = tr_in(t, 1), y;
   mx_dtype dt = mx_dtype_of(a);
-  if (ir_attr_int(n, "fmod", 0) == 0 || mx_dtype_is_unsigned_int(dt)) {
+  bool fmod = ir_attr_int(n, "fmod", 0) != 0;
+  if (!mx_dtype_is_float(dt)) {
+    if (mx_dtype_of(b) != dt) return tr_fail(t, "Mod inputs differ in type");
+    TR_TRY(check_nonzero_divisor(t, b, "modulo"));
+    if (mx_dtype_is_unsigned_int(dt)) {
+      TR_TRY(mx_binary(t->mx, &y, MX_REMAINDER, a, b));
+      return tr_out_cast(t, 0, y);
+    }
+    mx_array bs, is_minus_one, fix, shifted;
+    TR_TRY(divisor_without_minus_one(t, b, &bs, &is_minus_one));
+    TR_TRY(mx_binary(t->mx, &y, MX_REMAINDER, a, bs));
+    if (fmod) {
+      TR_TRY(floor_differs(t, a, bs, y, &fix));
+      TR_TRY(mx_binary(t->mx, &shifted, MX_SUBTRACT, y, bs));
+      TR_TRY(mx_where(t->mx, &y, fix, shifted, y));
+    }
+    return tr_out_cast(t, 0, y);
+  }
+  if (!fmod) {
     TR_TRY(mx_binary(t->mx, &y, MX_REMAINDER, a, b));
     return tr_out_cast(t, 0, y);
   }

@@ -25,6 +25,9 @@
  * 196k floats: 1.39 -> 1.08 ms, exp 2.16 -> 1.84 ns a float). */
 #pragma GCC optimize("fp-contract=fast")
 
+/* Unsigned lanes, for bit arithmetic whose signed form overflows (exp8n's exponent field). */
+typedef unsigned u32x8 __attribute__((vector_size(32)));
+
 /* Below this many elements a kernel runs on the calling thread alone. */
 enum { PARALLEL_MIN_ELEMENTS = 1 << 15 };
 
@@ -78,8 +81,10 @@ HOST_INLINE void exp8n(f32x8 *x, const int n, const fm_constants *c) {
   FOR_LANES(n, y[l] = y[l] * p[l]);
   FOR_LANES(n, y[l] = y[l] + r[l]);
   FOR_LANES(n, y[l] = y[l] + 1.0f);
-  /* t's low bits hold k, two's complement */
-  FOR_LANES(n, y[l] = (f32x8)(((i32x8)y[l] + ((i32x8)t[l] << 23)) & ~underflow[l]));
+  /* t's low bits hold k, two's complement. Added into the exponent field in unsigned lanes:
+   * k << 23 shifts bits out of the sign (and an underflowing lane's sum wraps), which signed
+   * arithmetic leaves undefined; the bits are the same. */
+  FOR_LANES(n, y[l] = (f32x8)(((u32x8)y[l] + ((u32x8)t[l] << 23)) & ~(u32x8)underflow[l]));
   FOR_LANES(n, x[l] = select8(x[l] != x[l], x[l], y[l]));
 }
 

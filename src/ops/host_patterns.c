@@ -75,8 +75,9 @@ int hp_gelu_input(tr_ctx *t, const ir_node *n) {
     int f[3] = {m->inputs[0], m->inputs[1], n->inputs[1 - e]};
     for (int h = 0; h < 3; h++)
       for (int k = 0; k < 3; k++) {
+        if (h == k) continue; /* before the read: f[3 - h - k] is f[3] when h == k == 0 */
         int x = f[3 - h - k];
-        if (h == k || x == IR_NONE || !t->values[x]) continue;
+        if (x == IR_NONE || !t->values[x]) continue;
         int rank = mx_ndim(t->values[x]);
         if (constant_near(t, f[h], rank, 0.5) && one_plus_erf_of(t, f[k], x, rank)) return x;
       }

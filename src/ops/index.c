@@ -547,6 +547,10 @@ static int translate_scatter_nd(tr_ctx *t, const ir_node *n, const op_row *r) {
   TR_TRY(ints_array(t, dims, k, MX_INT64, &dim));
   TR_TRY(checked_index(t, idx, dim, "index out of range: each index must lie in [-dim, dim) "
                        "of the axis it addresses", &idx));
+  /* Updates with a zero-size slice (data [1, 0], indices [[0]]) write nothing: the result is the
+   * data, with the indices still checked as ORT does. MLX's scatter divides by the update
+   * slice's size (ldiv(0, 0): SIGFPE) and must not see them. */
+  if (mx_size(upd) == 0) return tr_out(t, 0, x);
   int m = (int)tuples, flat[2] = {m, k}, start[2] = {0, 0}, stop[2] = {m, 0}, stride[2] = {1, 1};
   int axes[MX_MAX_RANK], ushape[MX_MAX_RANK], one = 1;
   mx_array coords[MX_MAX_RANK];

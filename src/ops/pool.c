@@ -9,7 +9,9 @@
  * Runtime do. Max pads with the value ONNX Runtime's kernels start from. AveragePool divides each
  * axis's sums by its count of taps inside the input, or inside the explicit pads with
  * count_include_pad (never the ceil_mode extension), counts made on the host per axis. Average and
- * Lp pooling of float16/bfloat16 run in float32 and round once. On the CPU device, float32
+ * Lp pooling of float16/bfloat16 run in float32 and round once. As ORT's CPU pools, an input
+ * with an empty dim other than the batch, a global pool below rank 3, and a window overshooting
+ * the padded input by two strides or more fail the run naming the node. On the CPU device, float32
  * average pooling (windowed and global) is one host kernel instead (pool_cpu.c). MaxPool's Indices output, pads not
  * smaller than the kernel (ONNX Runtime rejects them) and SAME padding with dilations (ONNX Runtime
  * pads for the undilated kernel, against the spec) are declined and stay on ONNX Runtime.
@@ -163,6 +165,16 @@ static int pad_value(tr_ctx *t, int kind, mx_dtype d, mx_array *v) {
   return tr_fail(t, "MaxPool does not take %s here", mx_dtype_name(d));
 }
 
+/* ORT's CPU pools reject an input holding no elements unless its batch is what is empty
+ * ("Only N can be zero"): no window could hold a value, and no value is invented. */
+static int nonempty_unless_batch(tr_ctx *t, mx_array x) {
+  if (mx_size(x) > 0 || mx_dim(x, 0) == 0) return MX_OK;
+  for (int i = 1; i < mx_ndim(x); i++)
+    if (mx_dim(x, i) == 0)
+      return tr_fail(t, "X has a zero-size dim %d: only the batch dim may be empty", i);
+  return MX_OK;
+}
+
 /* An output with no windows along some axis: an empty array of the output's shape. */
 static int empty_output(tr_ctx *t, mx_array x, const pool_axis *ax, int nd) {
   int shape[MX_MAX_RANK];
@@ -222,6 +234,7 @@ static int translate_pool(tr_ctx *t, const ir_node *n, const op_row *r) {
   if (nd < 1) return tr_fail(t, "X has rank %d: no spatial dimensions to pool", rank);
   if (!win_read(n, nd, &wa, err, sizeof err)) return tr_fail(t, "%s", err);
   if (!wa.has_kernel) return tr_fail(t, "kernel_shape is required");
+  TR_TRY(nonempty_unless_batch(t, x));
   bool ceil_mode = ir_attr_int(n, "ceil_mode", 0) != 0;
   pool_axis ax[WIN_MAX_DIMS];
   int lo[MX_MAX_RANK] = {0}, hi[MX_MAX_RANK] = {0}, start[MX_MAX_RANK] = {0},
@@ -233,6 +246,15 @@ static int translate_pool(tr_ctx *t, const ir_node *n, const op_row *r) {
     lo[i + 2] = ax[i].lo;
     hi[i + 2] = ax[i].end > 0 ? ax[i].end : 0;
     if (ax[i].end < 0) stop[i + 2] += ax[i].end, crop = true;
+  }
+  for (int i = 0; i < nd; i++) {
+    /* ORT's CPU pools compute (in + pads - extent) / stride + 1 with C's truncating division and
+     * reject a negative result: a window that overshoots the padded input by 2 strides or more. */
+    int64_t span = (int64_t)ax[i].in + ax[i].lo + ax[i].hi - win_extent(&wa, i);
+    if (span / ax[i].s + 1 < 0)
+      return tr_fail(t, "the kernel does not fit: spatial dim %d is %d, with pads %d + %d the "
+                        "window extent is %lld", i, ax[i].in, ax[i].lo, ax[i].hi,
+                     (long long)win_extent(&wa, i));
   }
   for (int i = 0; i < nd; i++)
     if (ax[i].out == 0) return empty_output(t, x, ax, nd);
@@ -275,8 +297,10 @@ static int translate_global(tr_ctx *t, const ir_node *n, const op_row *r) {
   mx_array x, y;
   TR_TRY(pool_input(t, kind, &x));
   int rank = mx_ndim(x), axes[MX_MAX_RANK];
+  if (rank < 3) return tr_fail(t, "X has rank %d: no spatial dimensions to pool", rank);
+  TR_TRY(nonempty_unless_batch(t, x));
   for (int i = 2; i < rank; i++) axes[i - 2] = i;
-  int na = rank > 2 ? rank - 2 : 0;
+  int na = rank - 2;
   double p = lp_p(n);
   if (kind == POOL_AVG && pool_cpu_applies(t, x)) {
     TR_TRY(pool_cpu_global_average(t, x, &y));

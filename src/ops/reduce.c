@@ -13,7 +13,8 @@
  * truncates toward zero, L2 is floor(sqrt), LogSum truncates log(sum), LogSumExp is
  * trunc(max + log(count of maxima)) (ORT truncates every exp term to an integer). float16 and
  * bfloat16 accumulate in float32, except for Max and Min, which are exact. ArgMax/ArgMin give
- * int64 indices (the first extreme, or the last with select_last_index); CumSum and CumProd are
+ * int64 indices (the first extreme, or the last with select_last_index; a NaN is passed over
+ * unless it starts the slice, as ORT scans); CumSum and CumProd are
  * MLX's scans with exclusive and reverse, their axis input read on the host; TopK sorts stably
  * (ties keep the lower index first, as ORT does) and slices k, which reads the concrete shape.
  */
@@ -335,23 +336,53 @@ static bool claim_arg(const ir_graph *g, const ir_node *n, const op_row *r, op_w
   return true;
 }
 
+/* NaN as ORT's CPU kernel treats it: it scans from a slice's first element and moves on a
+ * strictly greater (smaller) value, or greater-or-equal for the last index, so a NaN never wins
+ * over what came before it, and a NaN at the start stays the answer (index 0). MLX's max and
+ * argmax propagate NaN instead (and no element equals a NaN maximum: the last-index composition
+ * gave -1). So NaN (where `nan` is set) becomes the reduction's identity (-inf for max, +inf for
+ * min) in *clean, and *starts_nan says, per slice, whether its first element is NaN. pos holds
+ * each element's 1-based position along axis a. */
+static int arg_nan_rules(tr_ctx *t, mx_array x, mx_array nan, mx_array pos, int a, bool is_max,
+                         bool keep, mx_array *clean, mx_array *starts_nan) {
+  mx_array fill, one, first;
+  TR_TRY(tr_scalar(t, &fill, is_max ? -INFINITY : INFINITY, mx_dtype_of(x)));
+  TR_TRY(mx_where(t->mx, clean, nan, fill, x));
+  TR_TRY(mx_scalar_int(t->mx, &one, 1, MX_INT64));
+  TR_TRY(mx_binary(t->mx, &first, MX_EQUAL, pos, one));
+  TR_TRY(mx_binary(t->mx, &first, MX_LOGICAL_AND, first, nan));
+  return mx_reduce(t->mx, starts_nan, MX_ANY, first, &a, 1, keep);
+}
+
 /* MLX's argmax/argmin return the first extreme. The last one (select_last_index) is the largest
  * 1-based position (a cumsum of ones, so no shape is read) among the elements equal to the
- * extreme, minus one. */
+ * extreme, minus one: never -1, since with NaN set aside (arg_nan_rules) some element equals the
+ * extreme unless the slice starts with NaN, whose answer is 0. */
 static int translate_arg(tr_ctx *t, const ir_node *n, const op_row *r) {
-  mx_array x = tr_in(t, 0), y;
+  mx_array x = tr_in(t, 0), y, pos = NULL, starts_nan = NULL, zero;
   int a;
   TR_TRY(tr_axis(t, ir_attr_int(n, "axis", 0), mx_ndim(x), &a));
   if (mx_ndim(x) == 0) return tr_fail(t, "%s of a scalar is undefined", n->op_type);
   bool keep = ir_attr_int(n, "keepdims", 1) != 0, is_max = (r->code & ARG_MAX) != 0;
-  if ((r->code & ARG_LAST_INDEX) && ir_attr_int(n, "select_last_index", 0)) {
-    mx_array m, eq, all, pos, zero, one;
-    TR_TRY(mx_reduce(t->mx, &m, is_max ? MX_MAX : MX_MIN, x, &a, 1, true));
-    TR_TRY(mx_binary(t->mx, &eq, MX_EQUAL, x, m));
-    TR_TRY(mx_binary(t->mx, &all, MX_EQUAL, eq, eq));
-    TR_TRY(mx_astype(t->mx, &pos, all, MX_INT64));
+  bool last = (r->code & ARG_LAST_INDEX) && ir_attr_int(n, "select_last_index", 0);
+  bool is_float = mx_dtype_is_float(mx_dtype_of(x));
+  TR_TRY(mx_scalar_int(t->mx, &zero, 0, MX_INT64));
+  if (last || is_float) {
+    mx_array ones, nan = NULL;
+    TR_TRY(mx_binary(t->mx, &ones, MX_EQUAL, x, x)); /* true but where NaN */
+    if (is_float) {
+      TR_TRY(mx_unary(t->mx, &nan, MX_ISNAN, x));
+      TR_TRY(mx_binary(t->mx, &ones, MX_LOGICAL_OR, ones, nan));
+    }
+    TR_TRY(mx_astype(t->mx, &pos, ones, MX_INT64));
     TR_TRY(mx_cumsum(t->mx, &pos, pos, a, false, true));
-    TR_TRY(mx_scalar_int(t->mx, &zero, 0, MX_INT64));
+    if (is_float) TR_TRY(arg_nan_rules(t, x, nan, pos, a, is_max, keep, &x, &starts_nan));
+  }
+  if (last) {
+    mx_array m, eq, one;
+    TR_TRY(mx_reduce(t->mx, &m, is_max ? MX_MAX : MX_MIN, x, &a, 1, true));
+    /* against the input, where NaN equals nothing (an identity put in its place could) */
+    TR_TRY(mx_binary(t->mx, &eq, MX_EQUAL, tr_in(t, 0), m));
     TR_TRY(mx_where(t->mx, &pos, eq, pos, zero));
     TR_TRY(mx_reduce(t->mx, &y, MX_MAX, pos, &a, 1, keep));
     TR_TRY(mx_scalar_int(t->mx, &one, 1, MX_INT64));
@@ -360,6 +391,10 @@ static int translate_arg(tr_ctx *t, const ir_node *n, const op_row *r) {
     TR_TRY(mx_argmax(t->mx, &y, x, a, keep));
   } else {
     TR_TRY(mx_argmin(t->mx, &y, x, a, keep));
+  }
+  if (starts_nan) {
+    TR_TRY(mx_astype(t->mx, &y, y, MX_INT64));
+    TR_TRY(mx_where(t->mx, &y, starts_nan, zero, y));
   }
   return tr_out_cast(t, 0, y);
 }

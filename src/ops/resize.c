@@ -181,7 +181,12 @@ static int output_shape(tr_ctx *t, const ir_node *n, const rs_attrs *a, const in
     for (int i = 0; i < rank; i++) {
       if (!(scales[i] > 0) || (a->upsample && !(scales[i] >= 1)))
         return tr_fail(t, "scale %g is not %s", scales[i], a->upsample ? ">= 1" : "> 0");
-      out[i] = (int)(int64_t)(scales[i] * (float)in[i]);
+      if (!isfinite(scales[i])) return tr_fail(t, "scale %g is not finite", scales[i]);
+      /* checked before the conversion, which is undefined for values an int64 cannot hold */
+      float length = scales[i] * (float)in[i];
+      if (!(length < (float)INT32_MAX))
+        return tr_fail(t, "scale %g makes axis %d longer than MLX's shapes hold", scales[i], i);
+      out[i] = (int)(int64_t)length;
     }
     return MX_OK;
   }
@@ -212,7 +217,11 @@ static int output_shape(tr_ctx *t, const ir_node *n, const rs_attrs *a, const in
                                                        : fmaxf(pick, scales[i]);
     for (int i = 0; i < rank; i++) {
       scales[i] = chosen[i] ? pick : 1.0f;
-      out[i] = chosen[i] ? (int)(int64_t)roundf(pick * (float)in[i]) : in[i];
+      float length = roundf(pick * (float)in[i]);
+      if (chosen[i] && !(length < (float)INT32_MAX))
+        return tr_fail(t, "the aspect ratio policy makes axis %d longer than MLX's shapes hold",
+                       i);
+      out[i] = chosen[i] ? (int)(int64_t)length : in[i];
     }
   }
   for (int i = 0; i < rank; i++)
@@ -331,9 +340,12 @@ static bool claim_inputs(const ir_graph *g, const ir_node *n, const rs_attrs *a,
   if (count != SIZE_MAX && count > 0) {
     if (rank >= 0 && count != want)
       return op_decline(why, "scales has %zu values, %zu expected", count, want);
-    for (size_t i = 0; i < count && i < MX_MAX_RANK; i++)
+    for (size_t i = 0; i < count && i < MX_MAX_RANK; i++) {
       if (!(v[i] > 0) || (a->upsample && !(v[i] >= 1)))
         return op_decline(why, "scale %g is not %s", v[i], a->upsample ? ">= 1" : "> 0");
+      if (!isfinite(v[i]))
+        return op_decline(why, "scale %g is not finite (ONNX Runtime rejects it)", v[i]);
+    }
   }
   int64_t *sz = NULL;
   size_t nsz = 0;

@@ -89,6 +89,9 @@ static int dim_to_int(tr_ctx *t, int64_t d, int *out) {
 /* --- Reshape ----------------------------------------------------------------------------- */
 static bool claim_reshape(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
   (void)r;
+  const ir_value *s = ir_input(g, n, 1);
+  if (s && s->rank >= 0 && s->rank != 1)
+    return op_decline(why, "the shape input has rank %d; it must be 1-D", s->rank);
   return rank_fits(ir_output(g, n, 0), "the output", why) &&
          ints_fit(g, n, 1, MX_MAX_RANK, "the shape input", why);
 }
@@ -98,6 +101,8 @@ static int translate_reshape(tr_ctx *t, const ir_node *n, const op_row *r) {
   mx_array x = tr_in(t, 0), y;
   int64_t spec[MX_MAX_RANK];
   size_t count;
+  if (mx_ndim(tr_in(t, 1)) != 1) /* as ORT: "A shape tensor must be a vector tensor" */
+    return tr_fail(t, "the shape input has rank %d; it must be 1-D", mx_ndim(tr_in(t, 1)));
   TR_TRY(tr_host_ints(t, 1, spec, MX_MAX_RANK, &count));
   bool allowzero = r->code && ir_attr_int(n, "allowzero", 0) != 0;
   int shape[MX_MAX_RANK], infer = -1;
@@ -592,10 +597,16 @@ static int apply_pads(tr_ctx *t, mx_array x, const int64_t *lo, const int64_t *h
   int plo[MX_MAX_RANK], phi[MX_MAX_RANK];
   bool crop = false, pad = false;
   for (int i = 0; i < rank; i++) {
-    int64_t dim = mx_dim(x, i), s = lo[i] < 0 ? -lo[i] : 0, e = dim - (hi[i] < 0 ? -hi[i] : 0);
-    if (e < s)
-      return tr_fail(t, "pads crop %lld elements from axis %d, which has %lld",
-                     (long long)(s + dim - e), i, (long long)dim);
+    int64_t dim = mx_dim(x, i);
+    /* Bounds first, so that nothing below overflows (INT64_MIN has no negation, INT64_MAX no
+     * sum): a crop past the axis, or a pad beyond MLX's int32 shapes, fails as ORT fails. */
+    if (lo[i] < -dim || hi[i] < -dim || (lo[i] < 0 && hi[i] < 0 && lo[i] + hi[i] < -dim))
+      return tr_fail(t, "pads %lld and %lld of axis %d crop more than its %lld elements",
+                     (long long)lo[i], (long long)hi[i], i, (long long)dim);
+    if (lo[i] > INT32_MAX || hi[i] > INT32_MAX)
+      return tr_fail(t, "pads %lld and %lld of axis %d exceed MLX's shape range",
+                     (long long)lo[i], (long long)hi[i], i);
+    int64_t s = lo[i] < 0 ? -lo[i] : 0, e = dim - (hi[i] < 0 ? -hi[i] : 0);
     int64_t out_dim = (e - s) + (lo[i] > 0 ? lo[i] : 0) + (hi[i] > 0 ? hi[i] : 0);
     if (out_dim > INT32_MAX) return tr_fail(t, "padding axis %d exceeds MLX's shape range", i);
     start[i] = (int)s;

@@ -504,7 +504,8 @@ static int translate_max_unpool(tr_ctx *t, const ir_node *n, const op_row *r) {
   TR_TRY(mx_full(t->mx, &y, &one_total, 1, zero));
   int upd_shape[2] = {(int)mx_size(xv), 1}, axis = 0;
   TR_TRY(mx_reshape(t->mx, &xv, xv, upd_shape, 2));
-  TR_TRY(mx_scatter(t->mx, &y, MX_SCATTER_SET, y, &iv, 1, xv, &axis));
+  /* No values (a zero-size X): nothing to write. MLX's scatter rejects the empty update. */
+  if (mx_size(xv) > 0) TR_TRY(mx_scatter(t->mx, &y, MX_SCATTER_SET, y, &iv, 1, xv, &axis));
   TR_TRY(mx_reshape(t->mx, &y, y, inferred, rank));
   bool grow = false;
   int lo_pad[MX_MAX_RANK] = {0}, hi_pad[MX_MAX_RANK];
@@ -555,9 +556,20 @@ static int translate_col2im(tr_ctx *t, const ir_node *n, const op_row *r) {
     block *= blk[d], blocks *= nblk[d], pixels *= img[d];
   }
   int cb = mx_dim(x, 1), len = mx_dim(x, 2), batch = mx_dim(x, 0);
-  if (cb % block != 0) return tr_fail(t, "dim 1 (%d) is not a multiple of prod(block_shape)", cb);
+  if (cb == 0 || cb % block != 0) /* as ORT: zero channels is an error */
+    return tr_fail(t, "dim 1 (%d) is not a positive multiple of prod(block_shape)", cb);
   if (len != blocks) return tr_fail(t, "dim 2 (%d) must be the number of blocks (%lld)", len,
                                     (long long)blocks);
+  if (batch == 0) { /* nothing to add up; MLX's scatter divides by the update slice's size (0 for
+                     * an empty batch: SIGFPE) and must not see it */
+    mx_array zero, y;
+    int oshape[MX_MAX_RANK];
+    oshape[0] = 0, oshape[1] = (int)(cb / block);
+    for (size_t d = 0; d < nd; d++) oshape[2 + d] = (int)img[d];
+    TR_TRY(mx_scalar(t->mx, &zero, 0, mx_dtype_of(x)));
+    TR_TRY(mx_full(t->mx, &y, oshape, (int)nd + 2, zero));
+    return tr_out(t, 0, y);
+  }
   if (block * blocks > INT32_MAX || pixels >= INT32_MAX) return tr_fail(t, "too large");
   int channels = (int)(cb / block), count = (int)(block * blocks);
   int32_t *pos = malloc(sizeof(int32_t) * (size_t)count);
