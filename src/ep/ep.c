@@ -71,7 +71,7 @@ OrtStatus *ep_create(ep_factory *factory, const OrtSessionOptions *so, const Ort
     free(ep);
     return st;
   }
-  if (ep->options.fail_bridge_call > 0) mx_fail_call_arm(ep->options.fail_bridge_call);
+  mx_fail_call_arm(ep->options.fail_bridge_call); /* 0 (the default) disarms */
   if (ep->options.device == MX_DEVICE_CPU && ep->options.avx2_kernels) {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, use_avx2_kernels);

@@ -22,7 +22,7 @@
  * MLX operations instead of running them as host kernels (ops/host_math.c);
  * ONNXRUNTIME_EP_MLX_FAIL_BRIDGE_CALL=N makes the Nth guarded call into the MLX bridge after the
  * EP's creation fail, once (fault injection: tests walk N to prove every failure path returns an
- * OrtStatus and leaves the session usable).
+ * OrtStatus and leaves the session usable); an EP created without it disarms it.
  */
 #include "ep/ep_types.h"
 
