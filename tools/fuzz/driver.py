@@ -27,17 +27,23 @@ def worker_env():
                                         ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env.setdefault("ONNXRUNTIME_EP_MLX_LIBRARY", str(ROOT / "build" / "libonnxruntime_ep_mlx.so"))
     env.setdefault("OMP_NUM_THREADS", "1")
+    # compiled mode should stay compiled: no timing trial that could move a group to eager
+    env["ONNXRUNTIME_EP_MLX_NO_PATH_TRIAL"] = "1"
     for k in ("ONNXRUNTIME_EP_MLX_NO_SHAPELESS", "ONNXRUNTIME_EP_MLX_NO_COMPILE"):
         env.pop(k, None)
     return env
 
 
 class Worker:
-    def __init__(self, sel, quiet=True):
+    def __init__(self, sel, cpu=None, quiet=True):
+        env = worker_env()
+        if cpu is not None:
+            env["FUZZ_CPU"] = str(cpu)
+        self.cpu = cpu
         self.proc = subprocess.Popen(
             [sys.executable, "-u", str(Path(__file__).with_name("worker.py"))],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL if quiet else None, env=worker_env(),
+            stderr=subprocess.DEVNULL if quiet else None, env=env,
             start_new_session=True, text=True, bufsize=1)
         self.sel = sel
         self.buf = ""
@@ -66,12 +72,15 @@ class Worker:
         self.proc.wait()
 
 
-def run_jobs(jobs, workers=2, timeout=60.0, on_result=None):
+def run_jobs(jobs, workers=2, timeout=60.0, on_result=None, pin_cpus=True):
     """jobs: [{"id", "case", "modes"}]. Returns {id: {"cpu": line, mode: result}}."""
     results = {j["id"]: {} for j in jobs}
     pending = list(reversed(jobs))
     sel = selectors.DefaultSelector()
-    pool = [Worker(sel) for _ in range(min(workers, len(jobs)))]
+    cpus = sorted(os.sched_getaffinity(0))
+    pin = pin_cpus and len(cpus) > 1
+    pool = [Worker(sel, cpus[i % len(cpus)] if pin else None)
+            for i in range(min(workers, len(jobs)))]
     for w in pool:
         if pending:
             w.send(pending.pop())
@@ -86,7 +95,7 @@ def run_jobs(jobs, workers=2, timeout=60.0, on_result=None):
         job = w.job
         step = w.begun or (job["modes"][0] if job["modes"] else "cpu")
         pool.remove(w)
-        nw = Worker(sel)
+        nw = Worker(sel, w.cpu)
         pool.append(nw)
         if step == "cpu":
             results[job["id"]]["cpu"] = {"mode": "cpu", "status": "error", "kind": "crash",

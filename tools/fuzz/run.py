@@ -31,9 +31,10 @@ def make_cases(reg, seed, n, start=0):
     return cases
 
 
-def fuzz(seed, n, workers=2, timeout=60.0, start=0, modes=driver.MODES, progress=None):
-    """Runs cases [start, start+n) of `seed`. Returns (reg, cases, {index: {mode: verdict}})."""
-    reg = registry.Registry(registry.load())
+def fuzz(seed, n, workers=2, timeout=60.0, start=0, modes=driver.MODES, progress=None,
+         dump=None):
+    """Runs cases [start, start+n) of `seed`. Returns (reg, cases, {(seed, index): verdicts})."""
+    reg = registry.Registry(registry.load(dump))
     cases = make_cases(reg, seed, n, start)
     jobs = [{"id": c["index"], "case": c, "modes": list(modes)} for c in cases]
     raw = driver.run_jobs(jobs, workers=workers, timeout=timeout, on_result=progress)
@@ -119,6 +120,8 @@ def main(argv=None):
                     help="minimise at most this many failure signatures (0: none)")
     ap.add_argument("--skip-known", action="store_true",
                     help="failures matching known.KNOWN do not fail the run")
+    ap.add_argument("--dump", help="registry_dump to read the registry from "
+                    "(default build/registry_dump)")
     ap.add_argument("--replay", help="run one case.json and print its verdicts")
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args(argv)
@@ -144,7 +147,8 @@ def main(argv=None):
                   flush=True)
 
     for s in seeds:
-        reg, cs, vs = fuzz(s, a.cases, a.workers, a.timeout, a.start, progress=progress)
+        reg, cs, vs = fuzz(s, a.cases, a.workers, a.timeout, a.start, progress=progress,
+                           dump=a.dump)
         cases += cs
         verdicts.update(vs)
     text, fails = summary(reg, seeds, cases, verdicts, time.monotonic() - t0)
