@@ -32,44 +32,49 @@ def drop_start(case, k):
     return c
 
 
-def fails_same(case, mode, status, timeout):
-    res = driver.run_jobs([{"id": 0, "case": case, "modes": [mode]}], workers=1,
-                          timeout=timeout)[0]
-    v = driver.verdict(case, res).get(mode)
-    return v is not None and v["status"] == status, v
-
-
 def size(case):
     return (len(case["nodes"]), sum(C.numel(i["shape"]) for i in case["inputs"]))
 
 
-def minimize(reg, case, mode, status, timeout=60.0, budget=16):
+def smallest_failing(cands, mode, status, timeout):
+    """Runs every candidate in one batch of worker jobs (a worker lives through many) and
+    returns the smallest that fails with `status` in `mode`, with its verdict, or (None, None)."""
+    cands = [c for c in cands if c is not None]
+    if not cands:
+        return None, None
+    jobs = [{"id": i, "case": c, "modes": [mode]} for i, c in enumerate(cands)]
+    raw = driver.run_jobs(jobs, workers=2, timeout=timeout)
+    hits = []
+    for i, c in enumerate(cands):
+        v = driver.verdict(c, raw[i]).get(mode)
+        if v is not None and v["status"] == status:
+            hits.append((size(c), i, c, v))
+    if not hits:
+        return None, None
+    _, _, c, v = min(hits, key=lambda h: h[:2])
+    return c, v
+
+
+def minimize(reg, case, mode, status, timeout=60.0):
+    """Three batched stages: cut the chain's end, cut its start, regenerate the same op chain
+    with dims capped at 4, 2 and 1 (a few variants each)."""
     best, best_res = case, None
-    tries = 0
-
-    def attempt(c):
-        nonlocal best, best_res, tries
-        if c is None or tries >= budget or size(c) >= size(best):
-            return False
-        tries += 1
-        ok, res = fails_same(c, mode, status, timeout)
-        if ok:
-            best, best_res = c, res
-        return ok
-
-    for k in range(1, len(case["nodes"])):
-        if attempt(truncate_end(best, k)):
-            break
-    for k in range(len(best["nodes"]) - 1, 0, -1):
-        if attempt(drop_start(best, k)):
-            break
-    chain = [n["op"] for n in best["nodes"]]
-    for max_dim in (4, 2, 1):
-        for sub in range(3):
-            c = gen.generate(reg, case["seed"], case["index"] * 1000 + 100 + sub * 10 + max_dim,
-                             ops=chain, max_dim=max_dim, opset=case["opset"])
-            if c and [n["op"] for n in c["nodes"]] == chain and attempt(c):
-                break
+    stages = [
+        lambda c: [truncate_end(c, k) for k in range(1, len(c["nodes"]))],
+        lambda c: [drop_start(c, k) for k in range(1, len(c["nodes"]))],
+        lambda c: [gen.generate(reg, case["seed"], case["index"] * 1000 + 100 + sub * 10 + md,
+                                ops=[n["op"] for n in c["nodes"]], max_dim=md,
+                                opset=case["opset"])
+                   for md in (4, 2, 1) for sub in range(3)],
+    ]
+    for stage in stages:
+        chain = [n["op"] for n in best["nodes"]]
+        cands = [c for c in stage(best) if c is not None and size(c) < size(best)]
+        if stage is stages[2]:
+            cands = [c for c in cands if [n["op"] for n in c["nodes"]] == chain]
+        c, v = smallest_failing(cands, mode, status, timeout)
+        if c is not None:
+            best, best_res = c, v
     return best, best_res
 
 

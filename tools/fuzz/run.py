@@ -141,7 +141,15 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     reg = None
 
+    count = [0, time.monotonic()]
+
     def progress(job_id, res):
+        if res.get("mode") == driver.MODES[-1]:
+            count[0] += 1
+            if time.monotonic() - count[1] > 30:  # a sign of life on long runs
+                count[1] = time.monotonic()
+                print(f"  ... {count[0]} cases done, {time.monotonic() - t0:.0f} s",
+                      file=sys.stderr, flush=True)
         if a.verbose and res.get("status") in driver.FAILS:
             print(f"  case {job_id} {res['mode']}: {res['status']} {res.get('detail') or ''}",
                   flush=True)
