@@ -51,7 +51,7 @@ build: $(STAMP)
 	@$(PY) -c 'import sys, sysconfig; open(sysconfig.get_paths()["purelib"] + "/onnxruntime_ep_mlx.pth", "w").write(sys.argv[1] + "\n")' "$(abspath python)"
 
 $(LIB): $(OBJS) src/ep/exports.map
-	$(CXX) -o $@ $(OBJS) $(LDFLAGS_LIB)
+	$(CXX) -o $@ $(OBJS) $(LDFLAGS_LIB) $(EXTRA_LDFLAGS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -68,7 +68,7 @@ $(BUILD)/%.o: %.cpp
 # docs/OPERATORS.md is printed by a small program linked with the registry itself.
 DUMP := $(BUILD)/registry_dump
 $(DUMP): $(BUILD)/tools/registry_dump.o $(filter-out $(BUILD)/src/ep/%,$(OBJS))
-	$(CXX) -o $@ $^ -L$(MLX_DIR)/lib -lmlx -Wl,-rpath,$(abspath $(MLX_DIR)/lib) -lpthread
+	$(CXX) -o $@ $^ -L$(MLX_DIR)/lib -lmlx -Wl,-rpath,$(abspath $(MLX_DIR)/lib) -lpthread $(EXTRA_LDFLAGS)
 
 FLOOR := $(BUILD)/mlx_floor
 $(FLOOR): $(BUILD)/tools/mlx_floor.o $(BUILD)/src/mlx/mx.o
@@ -90,6 +90,47 @@ test: build
 .PHONY: conformance
 conformance: build
 	$(PY) conformance/run.py
+
+# Differential fuzzing (tools/fuzz/): FUZZ_CASES generated graphs per seed, each on ORT's CPU
+# provider and on the EP in three modes; reproducers of failures go to build/fuzz/. Exits
+# non-zero when any case fails. Reads the registry through $(DUMP).
+FUZZ_CASES   ?= 2000
+FUZZ_SEED    ?= 1
+FUZZ_WORKERS ?= 2
+FUZZ_ARGS    ?=
+.PHONY: fuzz
+fuzz: $(LIB) $(DUMP)
+	PYTHONPATH=$(CURDIR)/python $(PY) tools/fuzz/run.py --seed $(FUZZ_SEED) --cases $(FUZZ_CASES) \
+	    --workers $(FUZZ_WORKERS) --out $(BUILD)/fuzz $(FUZZ_ARGS)
+
+# AddressSanitizer + UBSan: the plugin built into build-asan/ (the normal build is untouched),
+# then tests run with libasan preloaded (python itself is not instrumented, so leak checking is
+# off: python, numpy and ORT keep memory to exit by design). Sanitizer reports are written to
+# build-asan/logs/ and printed at the end; an ASan error aborts the process it is in. libstdc++
+# is preloaded after libasan: python does not link it, and ASan's __cxa_throw interceptor must
+# find the real one when ORT or onnx throw a C++ exception.
+ASAN_BUILD   := build-asan
+ASAN_FLAGS   := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=address
+# one pytest per file, so that an ASan abort loses only the rest of that file
+ASAN_TESTS   ?= $(filter-out tests/test_fuzz_slice.py,$(sort $(wildcard tests/test_*.py)))
+ASAN_FUZZ_CASES ?= 300
+ASAN_ENV = LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CXX) -print-file-name=libstdc++.so)" \
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:log_path=$(CURDIR)/$(ASAN_BUILD)/logs/asan \
+	UBSAN_OPTIONS=print_stacktrace=1:log_path=$(CURDIR)/$(ASAN_BUILD)/logs/ubsan \
+	ONNXRUNTIME_EP_MLX_LIBRARY=$(CURDIR)/$(ASAN_BUILD)/libonnxruntime_ep_mlx.so \
+	PYTHONPATH=$(CURDIR)/python
+.PHONY: asan asan-build
+asan-build:
+	@$(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) CFLAGS="$(ASAN_FLAGS)" \
+	    CXXFLAGS="$(ASAN_FLAGS)" EXTRA_LDFLAGS="-fsanitize=address,undefined" \
+	    $(ASAN_BUILD)/libonnxruntime_ep_mlx.so $(ASAN_BUILD)/registry_dump
+asan: asan-build
+	@rm -rf $(ASAN_BUILD)/logs && mkdir -p $(ASAN_BUILD)/logs
+	@for f in $(ASAN_TESTS); do echo "== $$f"; $(ASAN_ENV) $(PY) -m pytest -q -p no:cacheprovider $$f \
+	    2>&1 | tail -n 3 || true; done
+	-$(ASAN_ENV) $(PY) tools/fuzz/run.py --seed 1 --cases $(ASAN_FUZZ_CASES) --minimize 0 \
+	    --dump $(ASAN_BUILD)/registry_dump --out $(ASAN_BUILD)/fuzz
+	@bash scripts/asan_report.sh $(ASAN_BUILD)/logs
 
 clean:
 	rm -rf $(BUILD)

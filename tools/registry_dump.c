@@ -2,7 +2,9 @@
  * Prints docs/OPERATORS.md from the registry itself, so the document cannot drift from what the
  * EP claims: one line per row with its domain, opset range, accepted element types of the
  * primary input, compile class and notes. Run by `make operators`; a test checks the committed
- * file is current.
+ * file is current. `registry_dump --json` prints the same rows as one JSON array (domain, op,
+ * opset range, input-0 element types spelled out, compile class, note) for tools that act on
+ * what the EP claims (tools/fuzz/ generates its cases from it, so a new row is fuzzed at once).
  */
 #include "ir/ir.h"
 #include "ops/registry.h"
@@ -78,7 +80,67 @@ static void print_row(void *user, const op_row *r) {
   printf(" | %s | %s |\n", class_name(r->compile_class), r->note ? r->note : "");
 }
 
-int main(void) {
+/* JSON string body: the notes are plain ASCII prose, but quotes and backslashes must not break
+ * the document. */
+static void print_json_string(const char *s) {
+  putchar('"');
+  for (; s && *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch == '"' || ch == '\\') printf("\\%c", ch);
+    else if (ch < 0x20) printf("\\u%04x", ch);
+    else putchar(ch);
+  }
+  putchar('"');
+}
+
+/* The element types a mask admits, spelled out: "any" (0 or every MLX type) becomes the list,
+ * so a reader needs no knowledge of the masks. */
+static void print_json_types(uint32_t mask) {
+  uint32_t m = mask & ~OP_SEQ;
+  if (!m || (m & OP_ALL) == OP_ALL) m |= OP_ALL;
+  const char *sep = "";
+  putchar('[');
+  for (size_t i = 0; i < sizeof type_order / sizeof *type_order; i++)
+    if (m & OP_T(type_order[i])) {
+      printf("%s\"%s\"", sep, ir_elem_name(type_order[i]));
+      sep = ", ";
+    }
+  for (size_t i = 0; i < sizeof raw_names / sizeof *raw_names; i++)
+    if (m & OP_T(raw_names[i].type)) {
+      printf("%s\"%s\"", sep, raw_names[i].name);
+      sep = ", ";
+    }
+  putchar(']');
+}
+
+static void print_json_row(void *user, const op_row *r) {
+  int *first = user;
+  printf("%s\n  {\"domain\": ", *first ? "" : ",");
+  *first = 0;
+  print_json_string(r->domain[0] ? r->domain : "ai.onnx");
+  printf(", \"op\": ");
+  print_json_string(r->op_type);
+  printf(", \"since_min\": %d, \"since_max\": %d, \"dtypes\": ", r->since_min, r->since_max);
+  print_json_types(r->dtypes);
+  printf(", \"sequences\": %s, \"compile\": ", (r->dtypes & OP_SEQ) ? "true" : "false");
+  print_json_string(class_name(r->compile_class));
+  printf(", \"note\": ");
+  print_json_string(r->note ? r->note : "");
+  putchar('}');
+}
+
+int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], "--json") == 0) {
+    int first = 1;
+    putchar('[');
+    op_registry_visit(print_json_row, &first);
+    printf("\n]\n");
+    return 0;
+  }
+  if (argc > 1) {
+    fprintf(stderr, "usage: %s [--json]\n", argv[0]);
+    return 2;
+  }
   counts c = {0};
   op_registry_visit(count_row, &c);
   printf("# Operators\n\n");
