@@ -874,11 +874,11 @@ def reg(ops, fn, **kw):
         GENS[op] = Gen(fn, **kw)
 
 
-reg("Exp Sqrt Erf Sin Cos Atan Sinh Cosh Asinh Tanh Sigmoid Softplus Softsign "
+reg("Exp Sqrt Erf Atan Sinh Cosh Asinh Tanh Sigmoid Softplus Softsign "
     "Elu Selu Celu HardSigmoid HardSwish Mish Gelu", g_unary, dtypes=FLOATS)
 # ill-conditioned: a rounding difference upstream grows without bound near their poles and
 # branch edges, so (like discrete ops) they only follow nodes that are exact on both sides
-reg("Log Reciprocal Tan Asin Acos Acosh Atanh", g_unary, dtypes=FLOATS, discrete=True)
+reg("Log Reciprocal Sin Cos Tan Asin Acos Acosh Atanh", g_unary, dtypes=FLOATS, discrete=True)
 reg("Relu LeakyRelu ThresholdedRelu Shrink", g_unary, dtypes=FLOATS | SIGNED, exact=True)
 reg("Neg Abs", g_unary, dtypes=NUMERIC, exact=True)
 reg("Floor Ceil Round Sign IsNaN IsInf", g_unary, dtypes=NUMERIC, exact=True, discrete=True)
@@ -900,7 +900,8 @@ reg("Where", g_where, exact=True)
 reg("Clip", g_clip, dtypes=NUMERIC, exact=True)
 reg("ReduceSum ReduceMean ReduceProd ReduceL1 ReduceL2 ReduceLogSumExp ReduceSumSquare", g_reduce,
     dtypes=NUMERIC)
-reg("ReduceLogSum", g_reduce, dtypes=NUMERIC, discrete=True)
+# integer log-sums convert -inf/NaN to integers (undefined), so floats only
+reg("ReduceLogSum", g_reduce, dtypes=FLOATS, discrete=True)
 reg("ReduceMax ReduceMin", g_reduce, dtypes=ALL, exact=True)
 reg("ArgMax ArgMin", g_arg, dtypes=NUMERIC, exact=True, discrete=True, min_rank=1)
 reg("Softmax LogSoftmax", g_softmax, dtypes=FLOATS, min_rank=1)
@@ -953,7 +954,8 @@ reg("ConstantOfShape", g_constant_of_shape, dtypes={"int64"}, exact=True, min_ra
 reg("Range", g_range, dtypes={"float32", "int32", "int64"}, exact=True, max_rank=0)
 reg("MeanVarianceNormalization", g_mvn, dtypes=FLOATS, min_rank=1)
 reg("GroupNormalization", g_groupnorm, dtypes=FLOATS, min_rank=3, start_ranks=(3, 4))
-reg("LRN", g_lrn, dtypes=FLOATS, min_rank=3, start_ranks=(3, 4))
+# ORT's CPU LRN takes 4-D input only (the spec any rank from 3)
+reg("LRN", g_lrn, dtypes=FLOATS, min_rank=4, max_rank=4, start_ranks=(4,))
 reg("ConvTranspose", g_conv_transpose, dtypes=FLOATS, min_rank=3, start_ranks=(3, 4))
 reg("CenterCropPad", g_center_crop_pad, exact=True, min_rank=1)
 reg("QuantizeLinear", g_quantize, dtypes={"float32"}, discrete=True)
