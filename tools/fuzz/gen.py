@@ -768,6 +768,93 @@ def g_einsum(b, x, op):
     return b.node(op, [x.name], equation=f"{letters}->{perm[:b.int(0, len(perm))]}")
 
 
+def g_castlike(b, x, op):
+    to = b.choice(["float32", "float16", "int32", "int64", "bool", "float64"])
+    if x.dtype in FLOATS and to in INTS | {"bool"}:
+        return None
+    return b.node(op, [x.name, b.const(np.zeros(1), to)])
+
+
+def g_constant_of_shape(b, x, op):
+    if x.dtype != "int64" or x.rank != 1 or x.shape[0] > 4:
+        raise Reject
+    # x is a computed shape (a Shape output) or an input: its values must be small and >= 0
+    if not any(n["op"] == "Shape" and x.name in n["outputs"] for n in b.case["nodes"]):
+        raise Reject
+    v = b.choice([None, 1.5, 2])
+    attrs = {}
+    if v is not None:
+        from onnx import numpy_helper
+        attrs["value"] = numpy_helper.from_array(np.array([v], np.float32 if v == 1.5 else np.int64))
+    return b.node(op, [x.name], **attrs)
+
+
+def g_range(b, x, op):
+    if x.rank != 0 or x.dtype not in ("float32", "int32", "int64"):
+        raise Reject
+    lim = b.const(b.int(-5, 12), x.dtype)
+    delta = b.const(b.choice([1, 2, -1, 3]), x.dtype)
+    return b.node(op, [x.name, lim, delta])
+
+
+def g_mvn(b, x, op):
+    if x.rank < 1:
+        raise Reject
+    axes = sorted({int(a) for a in b.rng.choice(x.rank, size=b.int(1, x.rank), replace=True)})
+    return b.node(op, [x.name], axes=axes if b.p(0.6) or x.rank != 4 else None)
+
+
+def g_groupnorm(b, x, op):
+    if x.rank < 3 or x.shape[1] == 0:
+        raise Reject
+    c = x.shape[1]
+    g = b.choice([d for d in range(1, c + 1) if c % d == 0])
+    # opset 21 takes per-channel scale/bias; opset 18 per-group
+    n = c if b.opset >= 21 else g
+    return b.node(op, [x.name, in_dtype(b, x.dtype, (n,)).name, in_dtype(b, x.dtype, (n,)).name],
+                  num_groups=g, epsilon=1e-5)
+
+
+def g_lrn(b, x, op):
+    if x.rank < 3:
+        raise Reject
+    return b.node(op, [x.name], size=b.choice([1, 3, 5]), alpha=1e-3, beta=0.75, bias=1.0)
+
+
+def g_conv_transpose(b, x, op):
+    sd = spatial(b, x)
+    c = x.shape[1]
+    group = b.choice([g for g in (1, 2) if g and c % g == 0] or [1])
+    m = b.int(1, 3)
+    ks = [b.int(1, 3) for _ in range(sd)]
+    w = b.const(b.rng.uniform(-1, 1, [c, m] + ks), x.dtype)
+    ins = [x.name, w] + ([b.const(b.rng.uniform(-1, 1, [m * group]), x.dtype)] if b.p(0.5) else [])
+    attrs = {"group": group if group > 1 else None,
+             "strides": [b.int(1, 2) for _ in range(sd)] if b.p(0.4) else None,
+             "dilations": [b.int(1, 2) for _ in range(sd)] if b.p(0.3) else None}
+    if b.p(0.4):
+        attrs["pads"] = [b.int(0, 1) for _ in range(2 * sd)]
+    return b.node(op, ins, **attrs)
+
+
+def g_center_crop_pad(b, x, op):
+    if x.rank == 0:
+        raise Reject
+    k = b.int(1, x.rank)
+    axes = sorted(int(a) for a in b.rng.choice(x.rank, size=k, replace=False))
+    shape = [max(0, x.shape[a] + b.int(-3, 3)) for a in axes]
+    return b.node(op, [x.name, b.const(shape)], axes=axes if k < x.rank or b.p(0.5) else None)
+
+
+def g_quantize(b, x, op):
+    scale = b.const(float(b.choice([0.05, 0.1, 0.5])), "float32" if op == "DequantizeLinear"
+                    else x.dtype)
+    if op == "DequantizeLinear":
+        return b.node(op, [x.name, scale, b.const(b.int(0, 5), x.dtype)])
+    zp = b.const(b.int(0, 5) if b.p(0.5) else 0, b.choice(["uint8", "int8"]))
+    return b.node(op, [x.name, scale, zp])
+
+
 @dataclass
 class Gen:
     fn: object
@@ -787,11 +874,11 @@ def reg(ops, fn, **kw):
         GENS[op] = Gen(fn, **kw)
 
 
-reg("Exp Sqrt Erf Sin Cos Atan Sinh Cosh Asinh Tanh Sigmoid Softplus Softsign "
+reg("Exp Sqrt Erf Atan Sinh Cosh Asinh Tanh Sigmoid Softplus Softsign "
     "Elu Selu Celu HardSigmoid HardSwish Mish Gelu", g_unary, dtypes=FLOATS)
 # ill-conditioned: a rounding difference upstream grows without bound near their poles and
 # branch edges, so (like discrete ops) they only follow nodes that are exact on both sides
-reg("Log Reciprocal Tan Asin Acos Acosh Atanh", g_unary, dtypes=FLOATS, discrete=True)
+reg("Log Reciprocal Sin Cos Tan Asin Acos Acosh Atanh", g_unary, dtypes=FLOATS, discrete=True)
 reg("Relu LeakyRelu ThresholdedRelu Shrink", g_unary, dtypes=FLOATS | SIGNED, exact=True)
 reg("Neg Abs", g_unary, dtypes=NUMERIC, exact=True)
 reg("Floor Ceil Round Sign IsNaN IsInf", g_unary, dtypes=NUMERIC, exact=True, discrete=True)
@@ -813,7 +900,8 @@ reg("Where", g_where, exact=True)
 reg("Clip", g_clip, dtypes=NUMERIC, exact=True)
 reg("ReduceSum ReduceMean ReduceProd ReduceL1 ReduceL2 ReduceLogSumExp ReduceSumSquare", g_reduce,
     dtypes=NUMERIC)
-reg("ReduceLogSum", g_reduce, dtypes=NUMERIC, discrete=True)
+# integer log-sums convert -inf/NaN to integers (undefined), so floats only
+reg("ReduceLogSum", g_reduce, dtypes=FLOATS, discrete=True)
 reg("ReduceMax ReduceMin", g_reduce, dtypes=ALL, exact=True)
 reg("ArgMax ArgMin", g_arg, dtypes=NUMERIC, exact=True, discrete=True, min_rank=1)
 reg("Softmax LogSoftmax", g_softmax, dtypes=FLOATS, min_rank=1)
@@ -861,6 +949,17 @@ reg("InstanceNormalization BatchNormalization", g_channel_norm, dtypes=FLOATS, m
     max_rank=5, start_ranks=(3, 4))
 reg("LpNormalization", g_lpnorm, dtypes=FLOATS, min_rank=1)
 reg("Einsum", g_einsum, dtypes=FLOATS)
+reg("CastLike", g_castlike, exact=True, discrete=True)
+reg("ConstantOfShape", g_constant_of_shape, dtypes={"int64"}, exact=True, min_rank=1, max_rank=1)
+reg("Range", g_range, dtypes={"float32", "int32", "int64"}, exact=True, max_rank=0)
+reg("MeanVarianceNormalization", g_mvn, dtypes=FLOATS, min_rank=1)
+reg("GroupNormalization", g_groupnorm, dtypes=FLOATS, min_rank=3, start_ranks=(3, 4))
+# ORT's CPU LRN takes 4-D input only (the spec any rank from 3)
+reg("LRN", g_lrn, dtypes=FLOATS, min_rank=4, max_rank=4, start_ranks=(4,))
+reg("ConvTranspose", g_conv_transpose, dtypes=FLOATS, min_rank=3, start_ranks=(3, 4))
+reg("CenterCropPad", g_center_crop_pad, exact=True, min_rank=1)
+reg("QuantizeLinear", g_quantize, dtypes={"float32"}, discrete=True)
+reg("DequantizeLinear", g_quantize, dtypes={"int8", "uint8", "int32"})
 
 
 # ================================ chains ===================================================
@@ -932,7 +1031,8 @@ def generate(reg_, seed, index, max_nodes=4, ops=None, max_dim=None, opset=None)
     if not outs:
         return None
     exact = g.exact
-    n_nodes = len(ops) if ops else b.int(1, max_nodes)
+    # mostly chains of 2-4 (compiled groups form), now and then a single node
+    n_nodes = len(ops) if ops else (1 if b.p(0.1) else b.int(2, max_nodes))
     for step in range(1, n_nodes):
         dt, shape = b.case["values"][outs[0]]
         if shape is None:
