@@ -2,7 +2,9 @@
 same graphs every run, each on ORT's CPU provider and on the MLX EP in its three modes (compiled,
 shape-keyed compile, eager), in worker processes so that a crash or hang fails this test instead
 of killing pytest. Asserts no case fails, except those matching tools/fuzz/known.py's KNOWN list
-of bugs being fixed elsewhere (empty it as they land). Budget: well under 3 minutes on 2 cores."""
+of bugs being fixed elsewhere (empty it as they land). Time on 2 cores: about 10 s once MLX's
+CPU kernel cache ($TMPDIR/mlx) holds the fused kernels these graphs need; the first run on a
+machine also compiles those kernels with g++ (a few minutes)."""
 import sys
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from fuzz import case as C  # noqa: E402
 from fuzz import run  # noqa: E402
 
 # (seed, cases): generation depends on (seed, index) alone, so these are the same graphs always
-SLICE = [(101, 200), (202, 200), (303, 200)]
+SLICE = [(101, 150), (202, 150), (303, 150)]
 
 
 def test_fuzz_slice():

@@ -155,7 +155,8 @@ def softmax_over_empty_axis(case, res):
 
 def conv_zero_channels(case, res):
     return res["status"] == "ep_error" and any(
-        n["op"] == "Conv" and (in_shape(case, n) or [1, 1])[1] == 0 for n in case["nodes"])
+        n["op"] in ("Conv", "ConvTranspose") and (in_shape(case, n) or [1, 1])[1] == 0
+        for n in case["nodes"])
 
 
 def reduce_empty_ep_error(case, res):
@@ -196,8 +197,8 @@ KNOWN = [
     (softmax_over_empty_axis,
      "fuzz: Softmax/LogSoftmax/Hardmax of a tensor with a zero-size dim fails the run (MLX "
      "max-reduce over size 0) where ORT returns the empty tensor"),
-    (conv_zero_channels, "fuzz: Conv with zero input channels fails the run ('group is out of "
-     "range') where ORT returns bias/zeros"),
+    (conv_zero_channels, "fuzz: Conv/ConvTranspose with zero input channels fail the run "
+     "('group is out of range') where ORT returns bias/zeros"),
     (max_pool_nan, "fuzz: MaxPool propagates NaN where ORT's CPU kernel skips it (spec silent)"),
     (reduce_empty_ep_error, "fuzz: ArgMax/ArgMin/Hardmax/LpNormalization over a tensor with a "
      "zero-size dim fail the run (MLX refuses to reduce an empty array) instead of answering "
