@@ -1273,21 +1273,23 @@ struct ShapelessHazard : std::runtime_error {
 };
 
 /* Whether MLX's shapeless compile mis-runs this node. MLX 0.32's shapeless compile dies of
- * SIGSEGV (or aborts) at eval on a reduction whose reduced axes all have size 1 while the input
- * holds more than one element: `mx.compile(lambda x: mx.sum(x, axis=0), shapeless=True)` on a
- * [1, 4] input crashes, keyed or eager it is fine. Reduce keeps the reduced axes as 1, so its
- * output has its input's shape exactly then; softmax, logsumexp and the fast norms reduce the
- * last axis. Primitives are told by name: libmlx exports no type information for them. Remove
- * when MLX's shapeless replay handles size-1 reductions. */
+ * SIGSEGV (or aborts) at eval on a reduction whose reduced axes all have size 1 while other axes
+ * are left: `mx.compile(lambda x: mx.sum(x, axis=0), shapeless=True)` crashes on [1, 4] and on
+ * [1, 1], not on [1] or over both axes of [1, 1]; keyed or eager it is fine. Reduce keeps the
+ * reduced axes as 1, so its output has its input's shape exactly when they are all 1; softmax,
+ * logsumexp and the fast norms reduce the last axis. Primitives are told by name: libmlx exports
+ * no type information for them. Remove when MLX's shapeless replay handles such reductions. */
 bool shapeless_mis_runs(const mc::array &a) {
   if (!a.has_primitive() || a.inputs().empty()) return false;
   const mc::array &in = a.inputs()[0];
-  if (in.size() <= 1 || in.ndim() == 0) return false;
+  if (in.ndim() < 2) return false; /* a reduction of a rank-1 array reduces every axis */
   static const char *const reductions[] = {"And", "Or", "Sum", "Prod", "Min", "Max"};
   static const char *const last_axis[] = {"Softmax", "LogSumExp", "LayerNorm", "RMSNorm"};
   const char *name = a.primitive().name();
   for (const char *r : reductions)
-    if (std::strcmp(name, r) == 0) return a.shape() == in.shape();
+    if (std::strcmp(name, r) == 0)
+      return a.shape() == in.shape() &&
+             static_cast<const mc::Reduce &>(a.primitive()).state().second.size() < in.ndim();
   for (const char *r : last_axis)
     if (std::strcmp(name, r) == 0) return in.shape().back() == 1;
   return false;

@@ -3,18 +3,14 @@
 ORACLE_EXCEPTIONS: where ORT's CPU provider departs from the ONNX spec, the spec wins; each entry
 turns a mismatch (or a CPU failure) that only the oracle's fault explains into "oracle".
 
-KNOWN: EP bugs already being fixed elsewhere. The CI slice (tests/test_fuzz_slice.py) skips
-cases they match, and `make fuzz` labels them; empty the list as the fixes land. Each entry is
+KNOWN: EP bugs the fuzzer found that are not fixed yet. The CI slice (tests/test_fuzz_slice.py)
+skips cases they match, and `make fuzz` labels them; remove an entry with its fix. Each entry is
 (predicate on (case, result), issue text); a predicate sees the case dict and the mode's result.
 """
 from __future__ import annotations
 
-from . import case as C
-
 REDUCES = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
            "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"}
-POOLS = {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "GlobalMaxPool",
-         "GlobalAveragePool", "GlobalLpPool"}
 
 
 def ops(case):
@@ -101,50 +97,6 @@ REDUCING = REDUCES | {"InstanceNormalization", "LayerNormalization", "GroupNorma
                       "LogSoftmax", "ArgMax", "ArgMin", "BatchNormalization"}
 
 
-def elementwise_then_reduce_size1(case, res):
-    """Crash in compiled mode with some reducing op over an input that has a size-1 dim. The
-    crash is inside MLX's reduction_op (make asan shows SEGV there); a graph input feeding the
-    reduction directly crashes too (seen: LpNormalization over [1, 15] axis 0, ReduceSum of
-    [7, 7, 17, 1]), so the predicate does not ask for an elementwise producer."""
-    if res["status"] != "crash" or res["mode"] != "compiled":
-        return False
-    return any(n["op"] in REDUCING and 1 in (in_shape(case, n) or []) for n in case["nodes"])
-
-
-def scatter_nd_empty_updates(case, res):
-    return any(n["op"] == "ScatterND" and C.numel(case["values"][n["inputs"][2]][1] or [1]) == 0
-               for n in case["nodes"]) and res["status"] == "crash"
-
-
-def conv_pool_empty_spatial(case, res):
-    return any(n["op"] in POOLS and has_zero_dim((in_shape(case, n) or [1])[2:])
-               for n in case["nodes"])
-
-
-def argmax_last_nan(case, res):
-    return any(n["op"] in ("ArgMax", "ArgMin") and n["attrs"].get("select_last_index")
-               for n in case["nodes"]) and any(
-        (i.get("fill") or {}).get("specials") for i in case["inputs"])
-
-
-def pool_window_exceeds_input(case, res):
-    """A pool whose (dilated) window is larger than its padded input: no output position."""
-    for n in case["nodes"]:
-        if n["op"] not in ("MaxPool", "AveragePool", "LpPool"):
-            continue
-        s = in_shape(case, n)
-        ks, pads = n["attrs"].get("kernel_shape", []), n["attrs"].get("pads")
-        dil = n["attrs"].get("dilations", [1] * len(ks))
-        if s is None or n["attrs"].get("auto_pad"):
-            continue
-        sd = len(ks)
-        for i in range(sd):
-            p = (pads[i] + pads[i + sd]) if pads else 0
-            if s[2 + i] + p < (ks[i] - 1) * dil[i] + 1:
-                return res["status"] == "invalid_accepted"
-    return False
-
-
 def softmax_over_empty_axis(case, res):
     for n in case["nodes"]:
         if n["op"] in ("Softmax", "LogSoftmax", "Hardmax"):
@@ -183,22 +135,13 @@ def max_pool_nan(case, res):
 
 
 KNOWN = [
-    (elementwise_then_reduce_size1,
-     "an elementwise op feeding a reduction over a size-1 axis crashes in shapeless compile"),
-    (scatter_nd_empty_updates, "ScatterND with zero-size updates: SIGFPE"),
-    (lambda case, res: int_div(case, res) and res["status"] == "crash",
-     "integer Div/Mod INT_MIN/-1: SIGFPE"),
-    (conv_pool_empty_spatial, "Conv/pools on empty spatial input return garbage"),
-    (argmax_last_nan, "ArgMax/ArgMin select_last_index with NaN returns -1"),
-    # Found by this fuzzer, not yet assigned (see the lead's report):
-    (pool_window_exceeds_input,
-     "fuzz: MaxPool/AveragePool/LpPool whose window exceeds the padded input answer instead of "
-     "failing (ORT rejects; the output dim is <= 0)"),
+    # Found by this fuzzer and not fixed yet: each entry is one bug, with a minimal repro in the
+    # fuzzer's report; remove it with the fix.
     (softmax_over_empty_axis,
      "fuzz: Softmax/LogSoftmax/Hardmax of a tensor with a zero-size dim fails the run (MLX "
      "max-reduce over size 0) where ORT returns the empty tensor"),
-    (conv_zero_channels, "fuzz: Conv/ConvTranspose with zero input channels fail the run "
-     "('group is out of range') where ORT returns bias/zeros"),
+    (conv_zero_channels, "fuzz: Conv with zero input channels fails the run ('group is out of "
+     "range') where ORT returns bias/zeros"),
     (max_pool_nan, "fuzz: MaxPool propagates NaN where ORT's CPU kernel skips it (spec silent)"),
     (reduce_empty_ep_error, "fuzz: ArgMax/ArgMin/Hardmax/LpNormalization over a tensor with a "
      "zero-size dim fail the run (MLX refuses to reduce an empty array) instead of answering "
