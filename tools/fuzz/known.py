@@ -80,14 +80,20 @@ ORACLE_EXCEPTIONS = [
 ]
 
 
-def oracle_exception(case, res):
-    for pred, text in ORACLE_EXCEPTIONS:
+def first_match(rows, case, res):
+    """The text of the first (predicate, text) row whose predicate holds; a predicate that fails
+    on a case it was not written for counts as not holding."""
+    for pred, text in rows:
         try:
             if pred(case, res):
                 return text
         except Exception:
             pass
     return None
+
+
+def oracle_exception(case, res):
+    return first_match(ORACLE_EXCEPTIONS, case, res)
 
 
 # ops that reduce over some axes internally (normalisations, softmax, global pools)
@@ -154,10 +160,4 @@ KNOWN = [
 
 
 def known_issue(case, res):
-    for pred, text in KNOWN:
-        try:
-            if pred(case, res):
-                return text
-        except Exception:
-            pass
-    return None
+    return first_match(KNOWN, case, res)
