@@ -333,3 +333,18 @@ def test_compiled_shapeless_coerced_hardmax(capfd):
                            [("y", TensorProto.FLOAT, ("N", "M", "K"))], opset=11)
     oc.check_compiled(m, [{"x": np.round(harness.rand((2, 3, 4), seed=1))},
                           {"x": np.round(harness.rand((3, 5, 2), seed=2))}], capfd)
+
+
+@pytest.mark.parametrize("shape", [[0, 3], [2, 0], [3, 0, 2]])
+@pytest.mark.parametrize("op,attrs,opset", [("Softmax", {"axis": 1}, 13),
+                                            ("LogSoftmax", {"axis": -1}, 13),
+                                            ("Hardmax", {"axis": 0}, 13),
+                                            ("Softmax", {}, 11),
+                                            ("LpNormalization", {"axis": 0}, 13)])
+def test_normalising_an_empty_tensor_gives_an_empty_tensor(op, attrs, opset, shape):
+    """Found by the fuzzer: a tensor with a zero-size dim failed the run (MLX's max refuses to
+    reduce an empty axis) where ORT's CPU provider answers with the empty tensor."""
+    m = harness.make_model([helper.make_node(op, ["x"], ["y"], name="n", **attrs)],
+                           [("x", TensorProto.FLOAT, shape)], [("y", TensorProto.FLOAT, None)],
+                           opset=opset)
+    harness.check_against_cpu(m, {"x": np.zeros(shape, np.float32)})

@@ -318,10 +318,20 @@ static bool claim_softmax(const ir_graph *g, const ir_node *n, const op_row *r, 
   return true;
 }
 
+/* An empty input has nothing to normalise: its output is empty too (MLX's max refuses to
+ * reduce an empty axis, so the composition is not built). */
+static int empty_like_input(tr_ctx *t, mx_array x, bool *done) {
+  *done = mx_size(x) == 0;
+  return *done ? tr_out_cast(t, 0, x) : MX_OK;
+}
+
 static int translate_softmax(tr_ctx *t, const ir_node *n, const op_row *r) {
   mx_array x = tr_in(t, 0), y;
   int axes[MX_MAX_RANK], k = 0;
+  bool done;
   TR_TRY(sm_axes(t, n, mx_ndim(x), axes, &k));
+  TR_TRY(empty_like_input(t, x, &done));
+  if (done) return MX_OK;
   if (r->code == SM_SOFTMAX) {
     if (hm_applies(t, x) && k == 1 && axes[0] == mx_ndim(x) - 1) { /* one pass per row */
       hp_softmax_input in;
@@ -360,7 +370,10 @@ static int translate_hardmax(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)r;
   mx_array x = tr_in(t, 0), clean, m, eq, ones, count, part, one, y;
   int axes[MX_MAX_RANK], k = 0;
+  bool done;
   TR_TRY(sm_axes(t, n, mx_ndim(x), axes, &k));
+  TR_TRY(empty_like_input(t, x, &done));
+  if (done) return MX_OK;
   mx_array nan, low;
   TR_TRY(mx_unary(t->mx, &nan, MX_ISNAN, x));
   TR_TRY(tr_scalar(t, &low, -INFINITY, mx_dtype_of(x)));

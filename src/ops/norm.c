@@ -339,6 +339,7 @@ static int translate_lp_norm(tr_ctx *t, const ir_node *n, const op_row *r) {
   int64_t p = ir_attr_int(n, "p", 2);
   if (rank == 0) return tr_fail(t, "LpNormalization of a scalar is undefined");
   TR_TRY(tr_axis(t, ir_attr_int(n, "axis", -1), rank, &axis));
+  if (mx_size(x) == 0) return tr_out_cast(t, 0, x); /* MLX's max refuses an empty axis */
   TR_TRY(to_f32(t, &x));
   TR_TRY(mx_unary(t->mx, &m, MX_ABS, x));
   TR_TRY(mx_reduce(t->mx, &m, MX_MAX, m, &axis, 1, true));
