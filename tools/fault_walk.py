@@ -29,6 +29,17 @@ def _same(got, want, rtol, atol):
         for g, w in zip(got, want))
 
 
+def _failed(summary, n, where, error):
+    """Counts an error raised at `where` ('creation' or 'run'): it must carry the injected
+    failure and name what it hit, else it is a problem. Returns whether it was the injection."""
+    msg = str(error)
+    injected = "injected failure" in msg
+    if not injected or not NAMED.search(msg):
+        summary["problems"].append((n, where, msg[-400:]))
+    summary[f"{where}_errors"] += injected
+    return injected
+
+
 def walk(model_bytes, feeds, make_session, reference, start=1, stride=1, quiet=40, limit=100000,
          rtol=1e-4, atol=1e-5):
     """Returns a summary dict; 'problems' lists every outcome that broke the rules."""
@@ -43,11 +54,7 @@ def walk(model_bytes, feeds, make_session, reference, start=1, stride=1, quiet=4
             try:
                 s = make_session(model_bytes)
             except Exception as e:  # creation failed: it must be ours, named
-                msg = str(e)
-                injected = "injected failure" in msg
-                if not injected or not NAMED.search(msg):
-                    summary["problems"].append((n, "creation", msg[-400:]))
-                summary["creation_errors"] += injected
+                injected = _failed(summary, n, "creation", e)
                 continue
             finally:
                 os.environ.pop(ENV, None)
@@ -56,11 +63,7 @@ def walk(model_bytes, feeds, make_session, reference, start=1, stride=1, quiet=4
                     if not _same(s.run(None, feeds), reference, rtol, atol):
                         summary["problems"].append((n, "wrong answer", ""))
                 except Exception as e:
-                    msg = str(e)
-                    injected = "injected failure" in msg
-                    if not injected or not NAMED.search(msg):
-                        summary["problems"].append((n, "run", msg[-400:]))
-                    summary["run_errors"] += injected
+                    injected = _failed(summary, n, "run", e)
                     break
             if injected:  # the session stays usable
                 try:
