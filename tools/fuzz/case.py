@@ -33,10 +33,20 @@ def graph_outputs(case):
     return outs
 
 
+def attr_value(v):
+    """A case attribute as ONNX takes it: a tensor attribute is kept in the case (JSON) as
+    {"tensor": dtype, "values": [...]}, everything else as it is."""
+    if isinstance(v, dict) and "tensor" in v:
+        return numpy_helper.from_array(np.array(v["values"], dtype=v["tensor"]))
+    return v
+
+
 def build_model(case, outputs=None, typed_outputs=True):
     """The ModelProto of a case. outputs: names to expose (default: graph_outputs)."""
     nodes = [helper.make_node(n["op"], n["inputs"], n["outputs"], name=n["name"],
-                              domain=n.get("domain", ""), **n["attrs"]) for n in case["nodes"]]
+                              domain=n.get("domain", ""),
+                              **{k: attr_value(v) for k, v in n["attrs"].items()})
+             for n in case["nodes"]]
     used = {i for n in case["nodes"] for i in n["inputs"]}
     inputs = [helper.make_tensor_value_info(i["name"], ONNX_T[i["dtype"]], i["shape"])
               for i in case["inputs"] if i["name"] in used]

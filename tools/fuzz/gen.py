@@ -783,9 +783,8 @@ def g_constant_of_shape(b, x, op):
         raise Reject
     v = b.choice([None, 1.5, 2])
     attrs = {}
-    if v is not None:
-        from onnx import numpy_helper
-        attrs["value"] = numpy_helper.from_array(np.array([v], np.float32 if v == 1.5 else np.int64))
+    if v is not None:  # a tensor attribute, kept JSON-able (case.attr_value builds it)
+        attrs["value"] = {"tensor": "float32" if v == 1.5 else "int64", "values": [v]}
     return b.node(op, [x.name], **attrs)
 
 
