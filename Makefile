@@ -13,8 +13,8 @@ BUILD     := build
 LIB       := $(BUILD)/libonnxruntime_ep_mlx.so
 STAMP     := .deps/setup.stamp
 
-C_SRCS    := $(sort $(wildcard src/ep/*.c src/ir/*.c src/plan/*.c src/ops/*.c src/mlx/*.c src/blas/*.c))
-CXX_SRCS  := src/mlx/mx.cpp
+C_SRCS    := $(sort $(wildcard src/*/*.c src/*/*/*.c))
+CXX_SRCS  := $(sort $(wildcard src/mlx/*.cpp))
 OBJS      := $(C_SRCS:%.c=$(BUILD)/%.o) $(CXX_SRCS:%.cpp=$(BUILD)/%.o)
 DEPS      := $(OBJS:.o=.d)
 
@@ -71,7 +71,7 @@ $(DUMP): $(BUILD)/tools/registry_dump.o $(filter-out $(BUILD)/src/ep/%,$(OBJS))
 	$(CXX) -o $@ $^ -L$(MLX_DIR)/lib -lmlx -Wl,-rpath,$(abspath $(MLX_DIR)/lib) -lpthread $(EXTRA_LDFLAGS)
 
 FLOOR := $(BUILD)/mlx_floor
-$(FLOOR): $(BUILD)/tools/mlx_floor.o $(BUILD)/src/mlx/mx.o
+$(FLOOR): $(BUILD)/tools/mlx_floor.o $(CXX_SRCS:%.cpp=$(BUILD)/%.o)
 	$(CXX) -o $@ $^ -L$(MLX_DIR)/lib -lmlx -Wl,-rpath,$(abspath $(MLX_DIR)/lib) -lpthread
 
 operators: build
