@@ -27,7 +27,7 @@ CXXFLAGS  ?= -O2 -g
 ALL_CFLAGS   := -std=c11 -D_GNU_SOURCE $(WARN) $(C_ONLY) -fPIC -fvisibility=hidden -Isrc -isystem $(ORT_INC) -MMD -MP $(CFLAGS)
 ALL_CXXFLAGS := -std=c++20 $(WARN) -fPIC -fvisibility=hidden -Isrc -isystem $(MLX_DIR)/include -MMD -MP $(CXXFLAGS)
 # MLX's Linux CPU wheel calls cblas_sgemm from a bundled reference BLAS. The plugin exports its
-# own (src/blas/), which libmlx binds to when the plugin loads it (the plugin heads the lookup
+# own (src/cpu/sgemm/), which libmlx binds to when the plugin loads it (the plugin heads the lookup
 # scope). Debian's OpenBLAS is linked ahead of libmlx for MLX's LAPACK calls and as the A/B
 # alternative (ONNXRUNTIME_EP_MLX_NO_OWN_SGEMM=1); built without it when the library is absent
 # (make OPENBLAS=). Measured in docs/BENCHMARKS.md.

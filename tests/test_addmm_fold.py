@@ -1,6 +1,6 @@
 """A matrix product's bias folded into one addmm on the CPU device (src/ops/elementwise.c's Add,
 src/ops/math.c's Gemm; bridge: mx_fold_into_product), or, for a MatMul whose constant weight was
-packed once (src/ops/matmul_cpu.c), into that product's host kernel; a Gemm by a constant B
+packed once (src/cpu/matmul.c), into that product's host kernel; a Gemm by a constant B
 takes that packed product itself, C as its bias row. Folding happens only where
 the graph is built for one shape (eager, or compiled keyed on shapes), only when the MatMul's
 product is read by the Add alone, and only for a float32 bias [N]. Each case is checked against ORT's CPU

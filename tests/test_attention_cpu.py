@@ -1,6 +1,6 @@
 """Attention spelled in ONNX nodes (MatMul of queries and transposed keys, an optional scale and
 mask, Softmax over the last axis, MatMul by values) runs as one host kernel on the CPU device
-(src/ops/attention_cpu.c). Each case runs against ORT's CPU provider, and the last MatMul's noted
+(src/cpu/attention.c). Each case runs against ORT's CPU provider, and the last MatMul's noted
 path proves the one kernel ran; when a Transpose merging the heads reads the result, the kernel
 writes that layout itself ("heads merged"). Covered: BERT's spelling with its [B, 1, 1, T] mask,
 a Div for the scale, masks broadcast other ways or read through a transpose, cross attention,

@@ -1,5 +1,5 @@
-"""Which library serves MLX's matrix products (src/mlx/blas_binding.c). The plugin exports its own
-cblas_sgemm (src/blas/sgemm.c), which libmlx binds to when the plugin loads libmlx. Each case runs
+"""Which library serves MLX's matrix products (src/cpu/blas_binding.c). The plugin exports its own
+cblas_sgemm (src/cpu/sgemm/sgemm.c), which libmlx binds to when the plugin loads libmlx. Each case runs
 a MatMul in a child process with a given import order and reads what the EP reports: the library
 in the verbose log, and a warning through ORT's logger when MLX was loaded first and kept the
 wheel's reference BLAS. Importing onnxruntime_ep_mlx first loads the plugin, so a later

@@ -84,7 +84,7 @@ def test_activation_after_a_convolution_runs_in_memory_order(tmp_path, group, ke
     """The convolution's result is channels-last; the activation reads the channels-first view
     of it. Both of these convolution forms write contiguous results with the bias inside. The
     convolution is returned too, so the chain is MLX's fused kernel, not the convolution
-    kernel's epilogue (src/ops/host_chain.c), and too small for a host kernel of its own."""
+    kernel's epilogue (src/cpu/chain.c), and too small for a host kernel of its own."""
     c = 16
     rng = np.random.default_rng(1)
     nodes, inits = activation_chain("h", [1])

@@ -21,7 +21,7 @@ def add_model():
 
 
 def test_library_exports_only_the_entry_points():
-    """ORT's two, and the cblas_sgemm libmlx binds to (src/blas/sgemm.c)."""
+    """ORT's two, and the cblas_sgemm libmlx binds to (src/cpu/sgemm/sgemm.c)."""
     out = subprocess.run(["nm", "-D", "--defined-only", mlx.library_path()], capture_output=True,
                          text=True, check=True).stdout
     names = sorted(line.split()[-1] for line in out.splitlines() if line.strip())

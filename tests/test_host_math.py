@@ -1,11 +1,11 @@
 """Softmax and LayerNormalization over the last axis, Erf and Sigmoid, run as host kernels on the
-CPU device for float32 (src/ops/host_math.c). Each case runs against ORT's CPU provider and the
+CPU device for float32 (src/cpu/math.c). Each case runs against ORT's CPU provider and the
 node's noted path proves the host kernel ran: rows whose length is a multiple of the 8-float
 vector and rows that end in a remainder, single rows and enough rows to split over the cores,
 extreme values (exp's clamps, erf's two branches, signed zeros, infinities and NaN). With
 ONNXRUNTIME_EP_MLX_NO_HOST_MATH=1 the same nodes take the composed path again, and the two agree
 to float32 rounding (the host forms fuse multiply-adds where the processor has FMA). Chains one
-kernel replaces whole (src/ops/host_patterns.c): Gelu's five-node spelling in its forms, Swish
+kernel replaces whole (src/cpu/patterns.c): Gelu's five-node spelling in its forms, Swish
 as x * Sigmoid(x), layer normalisation's nine-node spelling, a Softmax with its scale and mask
 folded in, and look-alikes that must stay node by node."""
 import gc
@@ -201,7 +201,7 @@ def test_switched_off_composes_and_agrees(tmp_path):
     np.testing.assert_allclose(on[2], off[2], rtol=2e-6, atol=1e-6)  # layer norm: MLX's kernel
 
 
-# --- chains one kernel replaces (src/ops/host_patterns.c) ------------------------------------
+# --- chains one kernel replaces (src/cpu/patterns.c) ------------------------------------
 GELU_TAIL = "last of a Gelu's five nodes: one host kernel (CPU)"
 GELU_INNER = "inside a Gelu: its last Mul's host kernel computes it"
 
@@ -306,7 +306,7 @@ def test_softmax_mask_broadcast_over_columns_is_not_folded(capfd):
     assert f"node 'n' (Softmax): {HOST}" in err
 
 
-# --- elementwise chains with constants (src/ops/host_chain.c) --------------------------------
+# --- elementwise chains with constants (src/cpu/chain.c) --------------------------------
 CHAIN = "last of an elementwise chain: one host kernel (CPU)"
 
 
@@ -362,7 +362,7 @@ def test_vision_chain_after_a_convolution(producer, xs, ws, attrs, returned, cap
     assert err.count(CHAIN) + err.count(EPILOGUE) == 1, err  # the inner steps see it goes on
 
 
-# MatMul with a constant weight (one packed product, src/ops/matmul_cpu.c), then a chain: the
+# MatMul with a constant weight (one packed product, src/cpu/matmul.c), then a chain: the
 # product takes it as its epilogue, over rows split between the threads (more rows than
 # columns) or columns (fewer), over one block of K or several (K > 384). A Softmax first keys
 # the group on shapes (a packed product is never traced shapeless).
@@ -641,7 +641,7 @@ def test_layer_norm_lookalikes_stay_separate(case, capfd):
 def test_matmul_with_a_constant_weight_is_keyed_and_packed(capfd):
     """A group of nothing but a MatMul by a constant float32 weight and an elementwise step
     still compiles keyed on the CPU device, so the weight is packed for the plugin's product
-    (src/ops/matmul_cpu.c; a shapeless trace could not take it), over two batch sizes."""
+    (src/cpu/matmul.c; a shapeless trace could not take it), over two batch sizes."""
     w = rand((48, 24), low=-1, high=1, seed=30)
     nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="n"),
              helper.make_node("Neg", ["h"], ["y"], name="neg")]

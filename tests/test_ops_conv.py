@@ -219,9 +219,9 @@ def test_declines_transpose_same_shorter_than_spec(tmp_path):
 
 
 # Forms that MLX's CPU backend would run through per-element loops or an im2col copy are recast
-# on the CPU device (src/ops/conv_cpu.c): depthwise convolutions as a host loop over channels
-# (src/ops/depthwise_loop.c, bias added inside), 1x1 convolutions as one matrix product (bias
-# accumulated by BLAS; a constant weight packed once for the plugin's product, src/ops/matmul_cpu.c), other stride-1 ungrouped convolutions as one product per tap,
+# on the CPU device (src/cpu/conv.c): depthwise convolutions as a host loop over channels
+# (src/cpu/conv_depthwise.c, bias added inside), 1x1 convolutions as one matrix product (bias
+# accumulated by BLAS; a constant weight packed once for the plugin's product, src/cpu/matmul.c), other stride-1 ungrouped convolutions as one product per tap,
 # ConvTranspose with kernel == stride as one matrix product. Every form against ORT's CPU
 # provider, and the node's noted path proves which one ran.
 DEPTHWISE = "depthwise loop"
@@ -320,7 +320,7 @@ CPU_FORM_CASES = [
 @pytest.mark.cpu_device
 def test_cpu_recast_forms(op, path, name, xs, ws, attrs, bias, weights, capfd):
     """Weights as graph inputs (each form builds its weight operand per translation) and as
-    initializers (operands prepared once at plan build: src/ops/conv_cpu.c, conv_cpu_prepare)."""
+    initializers (operands prepared once at plan build: src/cpu/conv.c, cpu_conv_prepare)."""
     f = feeds(op, xs, ws, attrs, bias)
     consts = None
     if weights == "initializers":

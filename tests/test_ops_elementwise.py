@@ -731,7 +731,7 @@ def _exp_grid():
                                     ("Erf", np.vectorize(math.erf, otypes=[np.float64]))])
 def test_composed_exp_on_cpu_is_accurate(op, ref, capfd):
     """On the CPU device float32 Exp, Sigmoid and Erf in a group compiled keyed on shapes are composed
-    from MLX arithmetic (src/ops/fastmath.c, MLX's CPU exp being scalar code): within 2 ulps of
+    from MLX arithmetic (src/cpu/fastmath.c, MLX's CPU exp being scalar code): within 2 ulps of
     float64 exp rounded to float32 over every region, inf/NaN/zero/subnormal results included,
     and the node notes its path. (A zero Pad makes the group shape-keyed.)"""
     import gc
@@ -746,7 +746,7 @@ def test_composed_exp_on_cpu_is_accurate(op, ref, capfd):
     got = s.run(None, {"x": x})[0]
     del s
     gc.collect()
-    # Erf and Sigmoid run as host kernels there (src/ops/host_math.c: erf's own polynomial fits
+    # Erf and Sigmoid run as host kernels there (src/cpu/math.c: erf's own polynomial fits
     # and one exp; the sigmoid from e^-|x|); held to the same bound
     path = "host kernel (CPU)" if op in ("Erf", "Sigmoid") else "composed (CPU)"
     assert "node 'n' (%s): %s" % (op, path) in capfd.readouterr().err

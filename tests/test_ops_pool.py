@@ -217,7 +217,7 @@ def test_pools_inside_a_graph():
     harness.check_against_cpu(model, {"x": x})
 
 
-# --- host kernels on the CPU device (src/ops/pool_cpu.c) -------------------------------------
+# --- host kernels on the CPU device (src/cpu/pool.c) -------------------------------------
 HOST = "host kernel (CPU)"
 AVG_HOST_CASES = [c for c in CASES if c[0] in ("1d-stride-asym-pads", "1d-ceil-drops-window",
                                                "1d-dil-ceil", "2d-stride-asym-pads",

@@ -1,6 +1,6 @@
 """Host kernels and their pattern matchers under AddressSanitizer and UndefinedBehaviorSanitizer.
-The plugin is relinked from the build's objects with src/ops/host_patterns.c and
-src/ops/host_math.c recompiled instrumented (-fno-sanitize-recover: the first finding ends the
+The plugin is relinked from the build's objects with src/cpu/patterns.c and
+src/cpu/math.c recompiled instrumented (-fno-sanitize-recover: the first finding ends the
 process), and a child process runs through it what the fuzzers found: MiniLM's Gelu spelled in
 five nodes (hp_gelu_input read f[3] of a 3-entry array before checking h == k) and a softmax
 whose logit stands 200 above the rest (exp8n shifted a signed exponent into the sign bit).
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-INSTRUMENTED = ["src/ops/host_patterns.c", "src/ops/host_math.c"]
+INSTRUMENTED = ["src/cpu/patterns.c", "src/cpu/math.c"]
 SAN = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
 
 
@@ -37,8 +37,9 @@ def sanitized_library(tmp_path_factory):
     # ASan's runtime first; libstdc++ with it, so that its __cxa_throw interceptor finds the
     # real one when ORT throws (else ASan aborts on ORT's first C++ exception)
     preload = " ".join(runtimes)
-    objs = sorted(str(p) for p in (ROOT / "build" / "src").rglob("*.o"))
-    if not objs:
+    # the objects the Makefile links (a glob would also take those of sources since moved)
+    objs = [str(ROOT / o) for o in make_var("OBJS")]
+    if not all(os.path.exists(o) for o in objs):
         pytest.skip("no build objects (make build first)")
     out = tmp_path_factory.mktemp("sanitized")
     cflags = make_var("ALL_CFLAGS", CFLAGS=shlex.join(["-O1", "-g"] + SAN))

@@ -1,4 +1,4 @@
-"""The plugin's own matrix product (src/blas/), the cblas_sgemm libmlx's CPU matrix products bind
+"""The plugin's own matrix product (src/cpu/sgemm/), the cblas_sgemm libmlx's CPU matrix products bind
 to. Its entry point is called directly here, through ctypes on the loaded plugin, against float64
 NumPy: both storage orders, every transpose pair, alpha and beta (beta 0 must not read C, so NaNs
 there stay out), shapes that end in partial register blocks, that split over threads by columns
@@ -170,7 +170,7 @@ def test_matmul_through_the_ep(a_shape, b_shape, trans_b):
 
 def test_packed_weight_product_of_many_rows(capfd):
     """A constant right operand is packed once; with 1024 rows a column block is much work, so
-    the threads' parts start and end with pieces of a block's rows (src/blas/sgemm.c, run_part)."""
+    the threads' parts start and end with pieces of a block's rows (src/cpu/sgemm/sgemm.c, run_part)."""
     w = rand((384, 400), seed=3)
     model = make_model([helper.make_node("MatMul", ["a", "w"], ["y"], name="mm")],
                        [("a", TP.FLOAT, [8, 128, 384])], [("y", TP.FLOAT, None)],
@@ -194,7 +194,7 @@ BATCHED = "batched, operands read in place (CPU)"
 ], ids=["whole", "broadcast", "batch-matrix", "matrix-batch", "attention", "k0"])
 def test_batched_products_of_computed_operands(a_shape, b_shape, capfd):
     """MatMul of two computed float32 operands, one with a batch, is one host kernel on the CPU
-    device (src/ops/matmul_cpu.c), its node noting the path, in a group compiled keyed on shapes
+    device (src/cpu/matmul.c), its node noting the path, in a group compiled keyed on shapes
     (the Softmax's doing; a shapeless trace keeps MLX's product). Relu and Neg make the operands
     computed."""
     nodes = [helper.make_node("Relu", ["a"], ["ra"]), helper.make_node("Neg", ["b"], ["nb"]),

@@ -156,7 +156,8 @@ static OrtStatus *compile_one(mlx_ep *ep, const OrtGraph *graph, const OrtNode *
                      .shapeless = ep->options.shapeless,
                      .cache_size = PLAN_CACHE_SIZE,
                      .fast_kernels = ep->options.fast_kernels,
-                     .path_trial = ep->options.path_trial};
+                     .path_trial = ep->options.path_trial,
+                     .host_kernels = ep->host_kernels};
   int rc = plan_build(g, name, &cfg, &p, err, sizeof err);
   pthread_mutex_unlock(&mlx_lock);
   if (rc != MX_OK) return ep_status(ort, ORT_FAIL, "%s: Compile '%s': %s", EP_NAME, name, err);

@@ -3,15 +3,11 @@
  * compile live in their own files), owns the session's plans (compute infos only point at them)
  * and prints the per-group summary when ORT releases the EP with verbose on.
  */
-#include "blas/sgemm.h"
-#include "mlx/blas_binding.h"
-#include "ops/host_math.h"
-#include "mlx/cpu_kernels.h"
+#include "cpu/cpu.h"
 #include "ep/ep_types.h"
 #include "ep/stats.h"
 #include "plan/plan.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -20,42 +16,27 @@ static const char *ORT_API_CALL get_name(const OrtEp *ep) {
   return EP_NAME;
 }
 
-static const char *avx2_kernels_note;
-static void use_avx2_kernels(void) { avx2_kernels_note = cpu_kernels_use_avx2(); }
-
-/* Checked once per process: libmlx's symbols are bound once, when it loads. */
-static char blas_note[1024];
-static bool blas_as_built;
-static void check_blas(void) { blas_as_built = blas_binding_check(blas_note, sizeof blas_note); }
-
-/* The CPU device's matrix products: a warning through ORT's logger (shown at ORT's default
- * severity) when they went to another BLAS than the build's, the library in the verbose log. */
-static void report_blas(const mlx_ep *ep) {
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
-  pthread_once(&once, check_blas);
-  if (ep->options.verbose)
-    fprintf(stderr, "[%s] BLAS: %s%s\n", EP_NAME, blas_note,
-            blas_as_built ? (ep->own_sgemm ? " (the plugin's own sgemm)"
-                                           : " (the plugin hands sgemm to OpenBLAS)")
-                          : "");
-  if (blas_as_built || !ep->logger) return;
+/* What the CPU device's set-up did: the library serving MLX's matrix products and the kernel
+ * cache opt-in in the verbose log, and a warning through ORT's logger (shown at ORT's default
+ * severity) when the products went to another BLAS than the build's. */
+static void report_cpu_setup(const mlx_ep *ep, const cpu_setup_notes *n) {
+  if (ep->options.verbose) {
+    if (ep->options.avx2_kernels)
+      fprintf(stderr, "[%s] CPU kernels: %s%s\n", EP_NAME,
+              n->avx2 ? "as MLX builds them: " : "built for AVX2/FMA/F16C", n->avx2 ? n->avx2 : "");
+    fprintf(stderr, "[%s] BLAS: %s%s\n", EP_NAME, n->blas,
+            n->blas_as_built ? (n->own_sgemm ? " (the plugin's own sgemm)"
+                                             : " (the plugin hands sgemm to OpenBLAS)")
+                             : "");
+    if (ep->options.cpu_cache_mb > 0)
+      fprintf(stderr, "[%s] MLX buffer cache limit: %zu MiB\n", EP_NAME, n->cache_limit_mb);
+  }
+  if (n->blas_as_built || !ep->logger) return;
   char msg[1200];
-  snprintf(msg, sizeof msg, "%s: %s", EP_NAME, blas_note);
+  snprintf(msg, sizeof msg, "%s: %s", EP_NAME, n->blas);
   OrtStatus *st = ep->ort->Logger_LogMessage(ep->logger, ORT_LOGGING_LEVEL_WARNING, msg,
                                              ORT_TSTR(__FILE__), __LINE__, __func__);
   if (st) ep->ort->ReleaseStatus(st);
-}
-
-/* MLX's CPU allocator keeps only 32 MiB of freed buffers; beyond that a buffer goes back to
- * malloc, and large ones back to the kernel, so the next Run faults in and zeroes fresh pages
- * (PP-OCRv4 det: about 37,000 page faults per Run, 150 MiB). ORT's own CPU arena keeps what it
- * allocated as well. Process-wide, raised and never lowered. */
-static void use_buffer_cache(const mlx_ep *ep) {
-  ep_mlx_lock();
-  size_t limit = mx_cache_limit_at_least((size_t)ep->options.cpu_cache_mb << 20);
-  ep_mlx_unlock();
-  if (ep->options.verbose)
-    fprintf(stderr, "[%s] MLX buffer cache limit: %zu MiB\n", EP_NAME, limit >> 20);
 }
 
 OrtStatus *ep_create(ep_factory *factory, const OrtSessionOptions *so, const OrtLogger *logger,
@@ -72,22 +53,19 @@ OrtStatus *ep_create(ep_factory *factory, const OrtSessionOptions *so, const Ort
     return st;
   }
   mx_fail_call_arm(ep->options.fail_bridge_call); /* 0 (the default) disarms */
-  if (ep->options.device == MX_DEVICE_CPU && ep->options.avx2_kernels) {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, use_avx2_kernels);
-    if (ep->options.verbose)
-      fprintf(stderr, "[%s] CPU kernels: %s%s\n", EP_NAME,
-              avx2_kernels_note ? "as MLX builds them: " : "built for AVX2/FMA/F16C",
-              avx2_kernels_note ? avx2_kernels_note : "");
-  }
   if (ep->options.device == MX_DEVICE_CPU) {
-    /* process-wide: the last session's settings hold */
-    ep->own_sgemm = ep_sgemm_use_own(ep->options.own_sgemm);
-    ep_sgemm_use_portable(ep->options.portable_sgemm);
-    ep_sgemm_use_avx512(ep->options.avx512_sgemm);
-    hm_set_enabled(ep->options.host_math);
-    report_blas(ep);
-    if (ep->options.cpu_cache_mb > 0) use_buffer_cache(ep);
+    cpu_settings cs = {.host_kernels = ep->options.host_math, .own_sgemm = ep->options.own_sgemm,
+                       .portable_sgemm = ep->options.portable_sgemm,
+                       .avx512_sgemm = ep->options.avx512_sgemm,
+                       .avx2_kernels = ep->options.avx2_kernels,
+                       .cache_mb = ep->options.cpu_cache_mb};
+    cpu_setup_notes notes;
+    ep_mlx_lock();
+    cpu_setup(&cs, &notes);
+    ep_mlx_unlock();
+    ep->own_sgemm = notes.own_sgemm;
+    ep->host_kernels = cpu_host_kernels_enabled();
+    report_cpu_setup(ep, &notes);
   }
   OrtEp *b = &ep->base;
   b->ort_version_supported = EP_ORT_API_VERSION;

@@ -29,11 +29,11 @@ typedef struct ep_options {
   bool shapeless;         /* off with ONNXRUNTIME_EP_MLX_NO_SHAPELESS=1 */
   bool fast_kernels;      /* off with ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN=1 */
   bool path_trial;        /* off with ONNXRUNTIME_EP_MLX_NO_PATH_TRIAL=1 */
-  bool avx2_kernels;      /* off with ONNXRUNTIME_EP_MLX_NO_AVX2_KERNELS=1 (mlx/cpu_kernels.c) */
-  bool own_sgemm;         /* off with ONNXRUNTIME_EP_MLX_NO_OWN_SGEMM=1 (blas/sgemm.c) */
-  bool host_math;         /* off with ONNXRUNTIME_EP_MLX_NO_HOST_MATH=1 (ops/host_math.c) */
-  bool portable_sgemm;    /* on with ONNXRUNTIME_EP_MLX_PORTABLE_SGEMM=1 (blas/sgemm_kernel.c) */
-  bool avx512_sgemm;      /* off with ONNXRUNTIME_EP_MLX_NO_AVX512_SGEMM=1 (blas/sgemm_kernel.c) */
+  bool avx2_kernels;      /* opt-in, ONNXRUNTIME_EP_MLX_AVX2_KERNELS=1 (cpu/kernel_cache.c) */
+  bool own_sgemm;         /* off with ONNXRUNTIME_EP_MLX_NO_OWN_SGEMM=1 (cpu/sgemm/sgemm.c) */
+  bool host_math;         /* off with ONNXRUNTIME_EP_MLX_NO_HOST_MATH=1 (cpu/math.c) */
+  bool portable_sgemm;    /* on with ONNXRUNTIME_EP_MLX_PORTABLE_SGEMM=1 (cpu/sgemm/kernel.c) */
+  bool avx512_sgemm;      /* off with ONNXRUNTIME_EP_MLX_NO_AVX512_SGEMM=1 (cpu/sgemm/kernel.c) */
   long cpu_cache_mb;      /* option cpu_cache_mb: MLX's CPU buffer cache at least this (0: MLX's) */
   long fail_bridge_call;  /* ONNXRUNTIME_EP_MLX_FAIL_BRIDGE_CALL=N: the Nth guarded bridge call
                            * after the EP's creation fails (fault injection, for tests; 0: off) */
@@ -55,6 +55,7 @@ typedef struct mlx_ep {
   ep_options options;
   const OrtLogger *logger;
   bool own_sgemm;      /* the plugin's own product serves MLX's CPU matrix products */
+  bool host_kernels;   /* CPU device: the CPU room's host kernels are on (cpu/cpu.h) */
   struct plan **plans; /* every plan compiled for this session; the EP owns them */
   int n_plans, cap_plans;
 } mlx_ep;

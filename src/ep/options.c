@@ -13,16 +13,18 @@
  * ONNXRUNTIME_EP_MLX_NO_SHAPELESS=1 compiles keyed on input shapes instead of shapeless;
  * ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN=1 keeps LinearAttention on its composed path;
  * ONNXRUNTIME_EP_MLX_NO_PATH_TRIAL=1 keeps compiled groups compiled without timing eager runs;
- * ONNXRUNTIME_EP_MLX_NO_AVX2_KERNELS=1 leaves MLX's CPU kernel compiler as it is (cpu_kernels.c);
- * ONNXRUNTIME_EP_MLX_NO_OWN_SGEMM=1 hands MLX's CPU matrix products to OpenBLAS (blas/sgemm.c);
- * ONNXRUNTIME_EP_MLX_PORTABLE_SGEMM=1 runs them with the portable kernels (for tests);
- * ONNXRUNTIME_EP_MLX_NO_AVX512_SGEMM=1 runs them with the AVX2 kernels alone where the processor
- * also has AVX-512 (for tests and A/B);
- * ONNXRUNTIME_EP_MLX_NO_HOST_MATH=1 composes softmax, layer norm and erf on the CPU device from
- * MLX operations instead of running them as host kernels (ops/host_math.c);
- * ONNXRUNTIME_EP_MLX_FAIL_BRIDGE_CALL=N makes the Nth guarded call into the MLX bridge after the
- * EP's creation fail, once (fault injection: tests walk N to prove every failure path returns an
- * OrtStatus and leaves the session usable); an EP created without it disarms it.
+ * ONNXRUNTIME_EP_MLX_AVX2_KERNELS=1 opts in to MLX's run-time CPU kernels built for AVX2: it writes
+ * a header into MLX's kernel cache folder, shared with every MLX process of the user
+ *   (cpu/kernel_cache.c); by default nothing is written there;
+ * ONNXRUNTIME_EP_MLX_NO_OWN_SGEMM=1 hands MLX's CPU matrix products to OpenBLAS
+ * (cpu/sgemm/sgemm.c); ONNXRUNTIME_EP_MLX_PORTABLE_SGEMM=1 runs them with the portable kernels (for
+ * tests); ONNXRUNTIME_EP_MLX_NO_AVX512_SGEMM=1 runs them with the AVX2 kernels alone where the
+ * processor also has AVX-512 (for tests and A/B); ONNXRUNTIME_EP_MLX_NO_HOST_MATH=1 composes
+ * softmax, layer norm and erf on the CPU device from MLX operations instead of running them as host
+ * kernels (cpu/math.c); ONNXRUNTIME_EP_MLX_FAIL_BRIDGE_CALL=N makes the Nth guarded call into the
+ * MLX bridge after the EP's creation fail, once (fault injection: tests walk N to prove every
+ * failure path returns an OrtStatus and leaves the session usable); an EP created without it
+ * disarms it.
  */
 #include "ep/ep_types.h"
 
@@ -58,7 +60,7 @@ OrtStatus *ep_options_parse(const OrtApi *ort, const OrtSessionOptions *so, ep_o
   out->shapeless = !env_flag("ONNXRUNTIME_EP_MLX_NO_SHAPELESS");
   out->fast_kernels = !env_flag("ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN");
   out->path_trial = !env_flag("ONNXRUNTIME_EP_MLX_NO_PATH_TRIAL");
-  out->avx2_kernels = !env_flag("ONNXRUNTIME_EP_MLX_NO_AVX2_KERNELS");
+  out->avx2_kernels = env_flag("ONNXRUNTIME_EP_MLX_AVX2_KERNELS");
   out->own_sgemm = !env_flag("ONNXRUNTIME_EP_MLX_NO_OWN_SGEMM");
   out->portable_sgemm = env_flag("ONNXRUNTIME_EP_MLX_PORTABLE_SGEMM");
   out->avx512_sgemm = !env_flag("ONNXRUNTIME_EP_MLX_NO_AVX512_SGEMM");

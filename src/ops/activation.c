@@ -3,7 +3,7 @@
  * Selu, Celu, HardSigmoid, HardSwish, Mish, Shrink, Softplus, Softsign, ThresholdedRelu, Swish)
  * and the normalising ones (Softmax, LogSoftmax, Hardmax). Relu is max(x, 0) in the input's type
  * (integers from opset 14); Sigmoid is a host kernel for float32 on the CPU device
- * (host_math.c; x * Sigmoid(x) is one too), MLX's kernel otherwise, as Tanh is; the others are
+ * (cpu/math.c; x * Sigmoid(x) is one too), MLX's kernel otherwise, as Tanh is; the others are
  * composed from their ONNX formulas with the attributes as scalars, and for float16/bfloat16
  * computed in float32 and rounded once (ONNX Runtime does the same). PRelu broadcasts its slope
  * to X; Shrink takes integers too and, as ONNX Runtime, computes in float32 and truncates. Softmax,
@@ -14,10 +14,10 @@
  * for half types; Hardmax is the one-hot of the first maximum in row-major order (NaNs skipped).
  */
 #include "ops/families.h"
-#include "ops/fastmath.h"
-#include "ops/host_chain.h"
-#include "ops/host_math.h"
-#include "ops/host_patterns.h"
+#include "cpu/fastmath.h"
+#include "cpu/chain.h"
+#include "cpu/math.h"
+#include "cpu/patterns.h"
 #include "plan/translate.h"
 
 #include <math.h>
@@ -128,23 +128,23 @@ static int elu(tr_ctx *t, mx_array x, mx_array alpha, mx_array *y) {
   return mx_where(t->mx, y, neg, em1, x);
 }
 
-/* HardSigmoid of float32 on the CPU device as host-chain steps (host_chain.h: the same roundings
+/* HardSigmoid of float32 on the CPU device as host-chain steps (cpu/chain.h: the same roundings
  * as the composition): the epilogue of the kernel computing x when nothing else reads x, else
- * one kernel from HC_MIN_ELEMENTS up; *y stays NULL where neither applies. Composed, MLX
+ * one kernel from CPU_CHAIN_MIN_ELEMENTS up; *y stays NULL where neither applies. Composed, MLX
  * fused it into the multiply that follows it in squeeze-and-excitation blocks, recomputing the
  * clip for every element of the large operand on its one thread (PP-OCRv4 rec: 0.16 and 0.27
  * ms). */
 static int hard_sigmoid_host(tr_ctx *t, const ir_node *n, mx_array x, double alpha, double beta,
                              mx_array *y) {
   *y = NULL;
-  if (!hm_applies(t, x)) return MX_OK;
-  const hc_step steps[] = {{HC_MUL, (float)alpha, 0}, {HC_ADD, (float)beta, 0},
-                           {HC_CLIP, 0.0f, 1.0f}};
-  if (hp_only_reader(t, n->inputs[0]) == n) TR_TRY(hc_fold(t, x, steps, 3, y));
+  if (!cpu_kernel_applies(t, x)) return MX_OK;
+  const cpu_chain_step steps[] = {{CPU_CHAIN_MUL, (float)alpha, 0}, {CPU_CHAIN_ADD, (float)beta, 0},
+                           {CPU_CHAIN_CLIP, 0.0f, 1.0f}};
+  if (cpu_match_only_reader(t, n->inputs[0]) == n) TR_TRY(cpu_chain_fold(t, x, steps, 3, y));
   if (*y) {
     tr_note_path(t, "the epilogue of the kernel computing its input (CPU)");
-  } else if (mx_size(x) >= HC_MIN_ELEMENTS) {
-    TR_TRY(hc_build(t, x, steps, 3, y));
+  } else if (mx_size(x) >= CPU_CHAIN_MIN_ELEMENTS) {
+    TR_TRY(cpu_chain_build(t, x, steps, 3, y));
     tr_note_path(t, "host kernel (CPU)");
   }
   return MX_OK;
@@ -333,16 +333,16 @@ static int translate_softmax(tr_ctx *t, const ir_node *n, const op_row *r) {
   TR_TRY(empty_like_input(t, x, &done));
   if (done) return MX_OK;
   if (r->code == SM_SOFTMAX) {
-    if (hm_applies(t, x) && k == 1 && axes[0] == mx_ndim(x) - 1) { /* one pass per row */
-      hp_softmax_input in;
-      hp_softmax_input_of(t, n, &in);
+    if (cpu_kernel_applies(t, x) && k == 1 && axes[0] == mx_ndim(x) - 1) { /* one pass per row */
+      cpu_match_softmax_input in;
+      cpu_match_softmax_input_of(t, n, &in);
       mx_array mask = in.mask != IR_NONE ? t->values[in.mask] : NULL;
-      TR_TRY(hm_softmax_last(t, t->values[in.scores], in.scale, mask, &y));
+      TR_TRY(cpu_softmax_last(t, t->values[in.scores], in.scale, mask, &y));
       tr_note_path(t, mask ? "host kernel, scale and mask folded in (CPU)"
                       : in.scale != 1.0f ? "host kernel, scale folded in (CPU)"
                                          : "host kernel (CPU)");
-    } else if (fm_applies(t, x)) { /* MLX's CPU softmax runs its scalar exp */
-      TR_TRY(fm_softmax(t, x, axes, k, &y));
+    } else if (cpu_fast_applies(t, x)) { /* MLX's CPU softmax runs its scalar exp */
+      TR_TRY(cpu_fast_softmax(t, x, axes, k, &y));
       tr_note_path(t, "composed (CPU)");
     } else {
       TR_TRY(mx_softmax(t->mx, &y, x, axes, k));

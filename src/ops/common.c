@@ -4,23 +4,26 @@
  * and the elementwise chain check the steps' translators make first.
  */
 #include "ops/families.h"
-#include "ops/fastmath.h"
-#include "ops/host_math.h"
-#include "ops/host_patterns.h"
+#include "cpu/fastmath.h"
+#include "cpu/math.h"
+#include "cpu/patterns.h"
 #include "plan/translate.h"
 
 int op_translate_unary(tr_ctx *t, const ir_node *n, const op_row *r) {
   mx_array y, x = tr_in(t, 0);
-  if (r->code == MX_ERF && hm_applies(t, x)) { /* erf in one pass, not a composition */
-    TR_TRY(hm_erf(t, x, &y));
-    tr_note_path(t, hp_erf_in_gelu(t, n) ? "inside a Gelu: its last Mul's host kernel computes it"
-                                         : "host kernel (CPU)");
-  } else if (r->code == MX_SIGMOID && hm_applies(t, x)) { /* one exp, not a composition */
-    TR_TRY(hm_sigmoid(t, x, &y));
-    tr_note_path(t, hp_sigmoid_in_swish(t, n) ? "inside a Swish: its Mul's host kernel computes it"
-                                              : "host kernel (CPU)");
-  } else if (fm_has_unary(r->code) && fm_applies(t, x)) { /* MLX's CPU exp is scalar code */
-    TR_TRY(fm_unary(t, r->code, x, &y));
+  if (r->code == MX_ERF && cpu_kernel_applies(t, x)) { /* erf in one pass, not a composition */
+    TR_TRY(cpu_erf(t, x, &y));
+    tr_note_path(t, cpu_match_erf_in_gelu(t, n)
+                        ? "inside a Gelu: its last Mul's host kernel computes it"
+                        : "host kernel (CPU)");
+  } else if (r->code == MX_SIGMOID && cpu_kernel_applies(t, x)) { /* one exp, not a composition */
+    TR_TRY(cpu_sigmoid(t, x, &y));
+    tr_note_path(t, cpu_match_sigmoid_in_swish(t, n)
+                        ? "inside a Swish: its Mul's host kernel computes it"
+                        : "host kernel (CPU)");
+  } else if (cpu_fast_has_unary(r->code) &&
+             cpu_fast_applies(t, x)) { /* MLX's CPU exp is scalar code */
+    TR_TRY(cpu_fast_unary(t, r->code, x, &y));
     tr_note_path(t, "composed (CPU)");
   } else {
     TR_TRY(mx_unary(t->mx, &y, (mx_unary_op)r->code, x));
@@ -40,16 +43,17 @@ int op_translate_binary(tr_ctx *t, const ir_node *n, const op_row *r) {
 int op_translate_chain(tr_ctx *t, const ir_node *n, bool *done) {
   *done = false;
   mx_array first = tr_in(t, 0), y = NULL;
-  hp_chain chain;
-  if (!first || !hm_applies(t, first) || !hp_chain_ending_at(t, n, &chain)) return MX_OK;
+  cpu_match_chain chain;
+  if (!first || !cpu_kernel_applies(t, first) || !cpu_match_chain_ending_at(t, n, &chain))
+    return MX_OK;
   mx_array x = t->values[chain.input];
-  if (chain.input_private) TR_TRY(hc_fold(t, x, chain.steps, chain.n_steps, &y));
+  if (chain.input_private) TR_TRY(cpu_chain_fold(t, x, chain.steps, chain.n_steps, &y));
   if (y) {
     tr_note_path(t, "last of an elementwise chain: the epilogue of the kernel computing its "
                     "input (CPU)");
   } else {
-    if (mx_size(x) < HC_MIN_ELEMENTS) return MX_OK;
-    TR_TRY(hc_build(t, x, chain.steps, chain.n_steps, &y));
+    if (mx_size(x) < CPU_CHAIN_MIN_ELEMENTS) return MX_OK;
+    TR_TRY(cpu_chain_build(t, x, chain.steps, chain.n_steps, &y));
     tr_note_path(t, "last of an elementwise chain: one host kernel (CPU)");
   }
   *done = true;

@@ -5,7 +5,7 @@
  * and the result is transposed back; a constant weight is brought into MLX's layout once, when
  * the plan is built (the rows' prepare hooks), not on every run: made contiguous there, since
  * MLX's CPU convolution copies a strided weight on every call, and with the weight operand of the
- * CPU form it will take (conv_cpu.c) in the second slot. ConvTranspose is the correlation of the
+ * CPU form it will take (cpu/conv.c) in the second slot. ConvTranspose is the correlation of the
  * input dilated by the strides with the flipped kernel, whose per-group [C/group, M/group]
  * blocks are regrouped into an [M, k..., C/group] weight; its padding (explicit pads, auto_pad,
  * or the pads implied by output_shape, with output_padding) becomes low/high padding of that
@@ -15,6 +15,7 @@
  * SAME whose padding would be negative, output_padding not below the stride) are declined and stay
  * on ONNX Runtime. A Conv window that does not fit the padded input fails the run as on ORT.
  */
+#include "cpu/conv.h"
 #include "ops/conv.h"
 #include "ops/families.h"
 #include "ops/window.h"
@@ -46,12 +47,12 @@ static int to_channels_first(tr_ctx *t, mx_array a, mx_array *out) {
 
 /* mx_conv of channels-last x with w [O, k..., I/groups]. MLX has no grouped 3-D convolution, so
  * there each group is convolved alone and the results are concatenated along channels; on the CPU
- * device grouped 1-D and 2-D convolutions are split the same way (conv_cpu_split_groups). The
+ * device grouped 1-D and 2-D convolutions are split the same way (cpu_conv_split_groups). The
  * CPU forms that take a prepared weight operand are chosen by the callers. */
 static int conv_channels_last(tr_ctx *t, mx_array x, mx_array w, int nd,
                               const int *stride, const int *lo, const int *hi, const int *kdil,
                               const int *idil, int groups, bool flip, mx_array *y) {
-  if (groups == 1 || (nd < 3 && !conv_cpu_split_groups(t, groups)))
+  if (groups == 1 || (nd < 3 && !cpu_conv_split_groups(t, groups)))
     return mx_conv(t->mx, y, x, w, stride, lo, hi, kdil, idil, nd, groups, flip);
   int cin = mx_dim(x, -1) / groups, cout = mx_dim(w, 0) / groups;
   mx_array *parts = malloc(sizeof(mx_array) * (size_t)groups);
@@ -220,14 +221,14 @@ int conv_forward_channels_last(tr_ctx *t, const ir_node *n, mx_array x, mx_array
   mx_array packed = own ? tr_derived(t, 2) : NULL;
   if (prepared) w = prepared;
   else TR_TRY(to_channels_last(t, w, &w)); /* no prepared weight: no form either */
-  if (conv_cpu_depthwise_applies(t, x, w, nd, groups, lo, hi, idil, false))
-    return conv_cpu_depthwise(t, x, w, form, bias, nd, stride, lo, hi, kdil, y);
-  if (conv_cpu_pointwise_applies(t, x, w, nd, groups, lo, hi, idil, false))
-    return conv_cpu_pointwise(t, x, w, form, packed, bias, nd, stride, y);
-  if (conv_cpu_taps_gemm_applies(t, x, w, nd, groups, stride, lo, hi, idil, false))
-    return conv_cpu_taps_gemm(t, x, w, form, bias, nd, lo, hi, kdil, y);
-  if (conv_cpu_im2col_applies(t, x, w, nd, groups, lo, hi, idil, false))
-    return conv_cpu_im2col(t, x, w, packed, bias, nd, stride, lo, hi, kdil, y);
+  if (cpu_conv_depthwise_applies(t, x, w, nd, groups, lo, hi, idil, false))
+    return cpu_conv_depthwise(t, x, w, form, bias, nd, stride, lo, hi, kdil, y);
+  if (cpu_conv_pointwise_applies(t, x, w, nd, groups, lo, hi, idil, false))
+    return cpu_conv_pointwise(t, x, w, form, packed, bias, nd, stride, y);
+  if (cpu_conv_taps_gemm_applies(t, x, w, nd, groups, stride, lo, hi, idil, false))
+    return cpu_conv_taps_gemm(t, x, w, form, bias, nd, lo, hi, kdil, y);
+  if (cpu_conv_im2col_applies(t, x, w, nd, groups, lo, hi, idil, false))
+    return cpu_conv_im2col(t, x, w, packed, bias, nd, stride, lo, hi, kdil, y);
   TR_TRY(conv_channels_last(t, x, w, nd, stride, lo, hi, kdil, idil, groups, false, y));
   return bias ? mx_binary(t->mx, y, MX_ADD, *y, bias) : MX_OK;
 }
@@ -238,7 +239,7 @@ static int keep_weight(tr_ctx *t, const ir_node *n, mx_array w, bool transposed)
   mx_array form, packed;
   TR_TRY(mx_contiguous(t->mx, &w, w));
   TR_TRY(tr_keep_derived(t, 0, w));
-  TR_TRY(conv_cpu_prepare(t, n, w, transposed, &form, &packed));
+  TR_TRY(cpu_conv_prepare(t, n, w, transposed, &form, &packed));
   if (packed) TR_TRY(tr_keep_derived(t, 2, packed));
   return form ? tr_keep_derived(t, 1, form) : MX_OK;
 }
@@ -373,8 +374,8 @@ static int translate_conv_transpose(tr_ctx *t, const ir_node *n, const op_row *r
   if (prepared) w = prepared;
   else TR_TRY(regroup_transposed_weight(t, w, groups, &w));
   TR_TRY(to_channels_last(t, x, &x));
-  if (conv_cpu_transpose_applies(t, x, w, nd, groups, wa.stride, wa.dilation)) {
-    TR_TRY(conv_cpu_transpose(t, x, w, form, nd, heads, out, &y));
+  if (cpu_conv_transpose_applies(t, x, w, nd, groups, wa.stride, wa.dilation)) {
+    TR_TRY(cpu_conv_transpose(t, x, w, form, nd, heads, out, &y));
     return finish(t, y, tr_in(t, 2));
   }
   TR_TRY(conv_channels_last(t, x, w, nd, ones, lo, hi, kdil, idil, groups, true, &y));

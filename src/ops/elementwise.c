@@ -14,8 +14,8 @@
  * earlier used a `broadcast` attribute we do not translate.
  */
 #include "ops/families.h"
-#include "ops/host_math.h"
-#include "ops/host_patterns.h"
+#include "cpu/math.h"
+#include "cpu/patterns.h"
 #include "ops/lowbit.h"
 #include "plan/translate.h"
 
@@ -378,21 +378,21 @@ static int materialise_broadcast(tr_ctx *t, mx_array *a, mx_array other) {
   return mx_contiguous(t->mx, a, *a);
 }
 
-/* The last Add of layer normalisation's nine-node spelling (host_patterns.h), on the CPU device
+/* The last Add of layer normalisation's nine-node spelling (cpu/patterns.h), on the CPU device
  * for float32: one host kernel from x. Add of a MatMul's product (read nowhere else) and a
  * float32 bias [N] on the CPU device, in a graph built for one shape (eager or keyed): one
  * addmm, so that BLAS accumulates onto the bias instead of zeroing its output and MLX adding a
  * broadcast row in its strided (scalar) loop. Anything else is a plain Add. */
 static int translate_add(tr_ctx *t, const ir_node *n, const op_row *r) {
-  hp_layer_norm ln;
-  if (hm_applies(t, tr_in(t, 0)) && hp_layer_norm_of(t, n, &ln)) {
+  cpu_match_layer_norm ln;
+  if (cpu_kernel_applies(t, tr_in(t, 0)) && cpu_match_layer_norm_of(t, n, &ln)) {
     mx_array x = t->values[ln.x], scale = t->values[ln.scale], bias = t->values[ln.bias], y;
-    bool vectors = x && scale && bias && hm_applies(t, x) && mx_ndim(x) >= 1 &&
+    bool vectors = x && scale && bias && cpu_kernel_applies(t, x) && mx_ndim(x) >= 1 &&
                    mx_dtype_of(scale) == MX_FLOAT32 && mx_dtype_of(bias) == MX_FLOAT32 &&
                    mx_ndim(scale) == 1 && mx_ndim(bias) == 1 &&
                    mx_dim(scale, 0) == mx_dim(x, -1) && mx_dim(bias, 0) == mx_dim(x, -1);
     if (vectors) {
-      TR_TRY(hm_layer_norm_last(t, x, NULL, scale, bias, ln.eps, &y));
+      TR_TRY(cpu_layer_norm_last(t, x, NULL, scale, bias, ln.eps, &y));
       tr_note_path(t, "last of a layer normalisation's nine nodes: one host kernel (CPU)");
       return tr_out_cast(t, 0, y);
     }
@@ -408,7 +408,7 @@ static int translate_add(tr_ctx *t, const ir_node *n, const op_row *r) {
       if (mx_dtype_of(product) != MX_FLOAT32 || mx_dtype_of(bias) != MX_FLOAT32 ||
           mx_ndim(bias) != 1 || mx_ndim(product) < 2 || mx_dim(bias, 0) != mx_dim(product, -1))
         continue;
-      bool packed = mx_is_host_kernel(product); /* matmul_cpu.c's, with a packed weight */
+      bool packed = mx_is_host_kernel(product); /* cpu/matmul.c's, with a packed weight */
       TR_TRY(mx_fold_into_product(t->mx, &y, product, bias));
       if (!y) continue;
       tr_note_path(t, packed ? "folded into the MatMul (packed weight)"
@@ -442,20 +442,20 @@ static int translate_spelled(tr_ctx *t, int x, const spelled_activation *a) {
   const ir_value *xv = &t->g->values[x];
   mx_array in = t->values[x], y = NULL;
   if (xv->readers == 2 && !xv->is_graph_output)
-    TR_TRY(a->gelu ? hm_gelu_fold(t, in, &y) : hm_swish_fold(t, in, a->beta, &y));
+    TR_TRY(a->gelu ? cpu_gelu_fold(t, in, &y) : cpu_swish_fold(t, in, a->beta, &y));
   if (y) {
     tr_note_path(t, a->as_epilogue);
   } else {
-    TR_TRY(a->gelu ? hm_gelu(t, in, &y) : hm_swish(t, in, a->beta, &y));
+    TR_TRY(a->gelu ? cpu_gelu(t, in, &y) : cpu_swish(t, in, a->beta, &y));
     tr_note_path(t, a->as_kernel);
   }
   return tr_out_cast(t, 0, y);
 }
 
 static int translate_mul(tr_ctx *t, const ir_node *n, const op_row *r) {
-  bool floats = hm_applies(t, tr_in(t, 0));
-  int x = floats ? hp_gelu_input(t, n) : IR_NONE;
-  if (x != IR_NONE && hm_applies(t, t->values[x])) {
+  bool floats = cpu_kernel_applies(t, tr_in(t, 0));
+  int x = floats ? cpu_match_gelu_input(t, n) : IR_NONE;
+  if (x != IR_NONE && cpu_kernel_applies(t, t->values[x])) {
     spelled_activation gelu = {
         true, 0.0f,
         "last of a Gelu's five nodes: the epilogue of the kernel computing its input (CPU)",
@@ -463,8 +463,8 @@ static int translate_mul(tr_ctx *t, const ir_node *n, const op_row *r) {
     return translate_spelled(t, x, &gelu);
   }
   float beta = 1.0f;
-  x = floats ? hp_swish_input(t, n, &beta) : IR_NONE;
-  if (x != IR_NONE && hm_applies(t, t->values[x])) {
+  x = floats ? cpu_match_swish_input(t, n, &beta) : IR_NONE;
+  if (x != IR_NONE && cpu_kernel_applies(t, t->values[x])) {
     spelled_activation swish = {
         false, beta, "Swish, x * Sigmoid(x): the epilogue of the kernel computing x (CPU)",
         "Swish, x * Sigmoid(x): one host kernel (CPU)"};

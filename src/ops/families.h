@@ -40,7 +40,7 @@ extern const op_row ops_tfidf_rows[];       /* TfIdfVectorizer (integer pools) *
  * its result cast to the declared output type. */
 int op_translate_unary(struct tr_ctx *t, const ir_node *n, const op_row *r);
 int op_translate_binary(struct tr_ctx *t, const ir_node *n, const op_row *r);
-/* When node n ends an elementwise chain with constants (host_patterns.h) on the CPU device, sets
+/* When node n ends an elementwise chain with constants (cpu/patterns.h) on the CPU device, sets
  * its output to one host kernel over the chain and *done; otherwise leaves both alone. */
 int op_translate_chain(struct tr_ctx *t, const ir_node *n, bool *done);
 

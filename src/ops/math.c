@@ -7,10 +7,10 @@
  * 9) are declined with a reason rather than computed in float32, which would round large values.
  * As in ONNX Runtime, beta == 0 drops C entirely (so infinities in C do not become NaNs).
  */
-#include "ops/attention_cpu.h"
+#include "cpu/attention.h"
 #include "ops/families.h"
-#include "ops/host_patterns.h"
-#include "ops/matmul_cpu.h"
+#include "cpu/patterns.h"
+#include "cpu/matmul.h"
 #include "plan/translate.h"
 
 #include <string.h>
@@ -41,7 +41,7 @@ static bool claim_matmul(const ir_graph *g, const ir_node *n, const op_row *r, o
   return true;
 }
 
-/* A constant float32 2-D weight: packed once for the CPU device's host kernel (matmul_cpu.c),
+/* A constant float32 2-D weight: packed once for the CPU device's host kernel (cpu/matmul.c),
  * so the node is shape-keyed there; shapeless elsewhere. */
 static op_compile_class matmul_class(const ir_graph *g, const ir_node *n) {
   const ir_value *w = ir_input(g, n, 1);
@@ -54,14 +54,14 @@ static int prepare_matmul(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)n, (void)r;
   mx_array packed;
   if (!tr_input_is_constant(t, 1)) return MX_OK;
-  TR_TRY(matmul_cpu_prepare(t, tr_in(t, 1), &packed));
+  TR_TRY(cpu_matmul_prepare(t, tr_in(t, 1), &packed));
   return packed ? tr_keep_derived(t, 0, packed) : MX_OK;
 }
 
 /* Whether value v is read by one Transpose alone, one that swaps axes 1 and 2 of four (the heads
  * of attention's output merged back next to its rows), and is no graph output. */
 static bool read_by_head_merge(const tr_ctx *t, int v) {
-  const ir_node *r = hp_only_reader(t, v);
+  const ir_node *r = cpu_match_only_reader(t, v);
   const ir_attr *perm = r ? ir_find_attr(r, "perm") : NULL;
   static const int64_t swap12[4] = {0, 2, 1, 3};
   return perm && strcmp(r->op_type, "Transpose") == 0 && r->domain[0] == 0 &&
@@ -69,33 +69,33 @@ static bool read_by_head_merge(const tr_ctx *t, int v) {
          memcmp(perm->ints, swap12, sizeof swap12) == 0;
 }
 
-/* The node ends attention spelled in nodes (host_patterns.c) that one host kernel runs. */
-static bool attention_at(tr_ctx *t, const ir_node *n, hp_attention *at) {
-  return hp_attention_of(t, n, at) &&
-         attention_cpu_applies(t, t->values[at->q], t->values[at->kt], tr_in(t, 1));
+/* The node ends attention spelled in nodes (cpu/patterns.c) that one host kernel runs. */
+static bool attention_at(tr_ctx *t, const ir_node *n, cpu_match_attention *at) {
+  return cpu_match_attention_of(t, n, at) &&
+         cpu_attention_applies(t, t->values[at->q], t->values[at->kt], tr_in(t, 1));
 }
 
 static int translate_matmul(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)n, (void)r;
   mx_array a = tr_in(t, 0), b = tr_in(t, 1), packed = tr_derived(t, 0), y;
   if (mx_ndim(a) == 0 || mx_ndim(b) == 0) return tr_fail(t, "MatMul operands must have rank >= 1");
-  if (matmul_cpu_applies(t, a, b, packed)) {
-    TR_TRY(matmul_cpu_build(t, a, b, packed, NULL, &y));
+  if (cpu_matmul_applies(t, a, b, packed)) {
+    TR_TRY(cpu_matmul_build(t, a, b, packed, NULL, &y));
     tr_note_path(t, "packed weight (CPU)");
     return tr_out(t, 0, y);
   }
-  hp_attention at;
+  cpu_match_attention at;
   if (attention_at(t, n, &at)) {
     bool merge = read_by_head_merge(t, n->outputs[0]);
     mx_array mask = at.mask != IR_NONE ? t->values[at.mask] : NULL;
-    TR_TRY(attention_cpu_build(t, t->values[at.q], t->values[at.kt], b, mask, at.scale, merge,
+    TR_TRY(cpu_attention_build(t, t->values[at.q], t->values[at.kt], b, mask, at.scale, merge,
                                &y));
     tr_note_path(t, merge ? "attention in one kernel, heads merged (CPU)"
                           : "attention in one kernel (CPU)");
     return tr_out(t, 0, y);
   }
-  if (matmul_cpu_batched_applies(t, a, b)) {
-    TR_TRY(matmul_cpu_batched_build(t, a, b, &y));
+  if (cpu_matmul_batched_applies(t, a, b)) {
+    TR_TRY(cpu_matmul_batched_build(t, a, b, &y));
     tr_note_path(t, "batched, operands read in place (CPU)");
     return tr_out(t, 0, y);
   }
@@ -161,7 +161,7 @@ static int prepare_gemm(tr_ctx *t, const ir_node *n, const op_row *r) {
       mx_ndim(tr_in(t, 1)) != 2)
     return MX_OK;
   TR_TRY(gemm_b(t, n, &b));
-  TR_TRY(matmul_cpu_prepare(t, b, &packed));
+  TR_TRY(cpu_matmul_prepare(t, b, &packed));
   return packed ? tr_keep_derived(t, 0, packed) : MX_OK;
 }
 
@@ -185,7 +185,7 @@ static int add_scaled_c(tr_ctx *t, mx_array c, float beta, mx_array *y) {
 }
 
 /* alpha * (A' B') + beta * C. A constant B on the CPU device (alpha = 1) takes the packed
- * product (matmul_cpu.c), C as its bias row where C is one, else added after. MLX's addmm
+ * product (cpu/matmul.c), C as its bias row where C is one, else added after. MLX's addmm
  * broadcasts C to the product's shape with a fixed broadcast_to, which a shapeless compiled
  * function would replay for other sizes (writing past its buffer), so there the scale and the
  * add are separate ops (the add broadcasts per call).
@@ -200,14 +200,14 @@ static int translate_gemm(tr_ctx *t, const ir_node *n, const op_row *r) {
   float alpha = ir_attr_float(n, "alpha", 1.0f), beta = ir_attr_float(n, "beta", 1.0f);
   if (ir_attr_int(n, "transA", 0)) TR_TRY(mx_transpose(t->mx, &a, a, swap, 2));
   TR_TRY(gemm_b(t, n, &b));
-  if (alpha == 1.0f && matmul_cpu_applies(t, a, b, packed)) {
+  if (alpha == 1.0f && cpu_matmul_applies(t, a, b, packed)) {
     bool row = gemm_bias_row(c, beta, mx_dim(b, 1));
     mx_array bias = NULL;
     if (row) {
       int shape[1] = {mx_dim(b, 1)};
       TR_TRY(mx_reshape(t->mx, &bias, c, shape, 1));
     }
-    TR_TRY(matmul_cpu_build(t, a, b, packed, bias, &y));
+    TR_TRY(cpu_matmul_build(t, a, b, packed, bias, &y));
     if (c && beta != 0.0f && !row) TR_TRY(add_scaled_c(t, c, beta, &y));
     tr_note_path(t, row ? "packed weight, C its bias row (CPU)" : "packed weight (CPU)");
     return tr_out_cast(t, 0, y);

@@ -15,8 +15,8 @@
  * overflow. stash_type other than 1 (float32 statistics) is declined.
  */
 #include "ops/families.h"
-#include "ops/host_math.h"
-#include "ops/host_patterns.h"
+#include "cpu/math.h"
+#include "cpu/patterns.h"
 #include "plan/translate.h"
 
 #include <math.h>
@@ -125,10 +125,11 @@ static int translate_layer_norm(tr_ctx *t, const ir_node *n, const op_row *r) {
   float eps = ir_attr_float(n, "epsilon", 1e-5f);
   if (fast_path_ok(t, n, rank, axis)) {
     int cols = mx_dim(x, -1);
-    if (hm_applies(t, x) && mx_dim(scale, 0) == cols && (!bias || mx_dim(bias, 0) == cols)) {
+    if (cpu_kernel_applies(t, x) && mx_dim(scale, 0) == cols &&
+        (!bias || mx_dim(bias, 0) == cols)) {
       int a, b; /* x = a + b, the residual sum: the kernel adds them itself */
-      bool sum = hp_sum_of(t, n->inputs[0], &a, &b);
-      TR_TRY(hm_layer_norm_last(t, sum ? t->values[a] : x, sum ? t->values[b] : NULL, scale, bias,
+      bool sum = cpu_match_sum_of(t, n->inputs[0], &a, &b);
+      TR_TRY(cpu_layer_norm_last(t, sum ? t->values[a] : x, sum ? t->values[b] : NULL, scale, bias,
                                 eps, &y));
       tr_note_path(t, sum ? "host kernel, the Add before it folded in (CPU)" : "host kernel (CPU)");
     } else {

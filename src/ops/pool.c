@@ -12,12 +12,13 @@
  * Lp pooling of float16/bfloat16 run in float32 and round once. As ORT's CPU pools, an input
  * with an empty dim other than the batch, a global pool below rank 3, and a window overshooting
  * the padded input by two strides or more fail the run naming the node. On the CPU device, float32
- * average pooling (windowed and global) is one host kernel instead (pool_cpu.c). MaxPool's Indices output, pads not
- * smaller than the kernel (ONNX Runtime rejects them) and SAME padding with dilations (ONNX Runtime
- * pads for the undilated kernel, against the spec) are declined and stay on ONNX Runtime.
+ * average pooling (windowed and global) is one host kernel instead (cpu/pool.c). MaxPool's Indices
+ * output, pads not smaller than the kernel (ONNX Runtime rejects them) and SAME padding with
+ * dilations (ONNX Runtime pads for the undilated kernel, against the spec) are declined and stay on
+ * ONNX Runtime.
  */
 #include "ops/families.h"
-#include "ops/pool_cpu.h"
+#include "cpu/pool.h"
 #include "ops/window.h"
 #include "plan/translate.h"
 
@@ -259,14 +260,14 @@ static int translate_pool(tr_ctx *t, const ir_node *n, const op_row *r) {
   for (int i = 0; i < nd; i++)
     if (ax[i].out == 0) return empty_output(t, x, ax, nd);
   bool include_pad = ir_attr_int(n, "count_include_pad", 0) != 0;
-  if (kind == POOL_AVG && nd <= POOL_CPU_MAX_ND && pool_cpu_applies(t, x)) {
-    pool_cpu_axis pa[POOL_CPU_MAX_ND];
+  if (kind == POOL_AVG && nd <= CPU_POOL_MAX_ND && cpu_pool_applies(t, x)) {
+    cpu_pool_axis pa[CPU_POOL_MAX_ND];
     for (int i = 0; i < nd; i++) {
       const pool_axis *a = &ax[i];
-      pa[i] = (pool_cpu_axis){a->in, a->k, a->s, a->d, a->lo, a->out,
+      pa[i] = (cpu_pool_axis){a->in, a->k, a->s, a->d, a->lo, a->out,
                               include_pad ? -a->lo : 0, include_pad ? a->in + a->hi : a->in};
     }
-    TR_TRY(pool_cpu_average(t, x, pa, &y));
+    TR_TRY(cpu_pool_average(t, x, pa, &y));
     tr_note_path(t, "host kernel (CPU)");
     return tr_out_cast(t, 0, y);
   }
@@ -302,8 +303,8 @@ static int translate_global(tr_ctx *t, const ir_node *n, const op_row *r) {
   for (int i = 2; i < rank; i++) axes[i - 2] = i;
   int na = rank - 2;
   double p = lp_p(n);
-  if (kind == POOL_AVG && pool_cpu_applies(t, x)) {
-    TR_TRY(pool_cpu_global_average(t, x, &y));
+  if (kind == POOL_AVG && cpu_pool_applies(t, x)) {
+    TR_TRY(cpu_pool_global_average(t, x, &y));
     tr_note_path(t, "host kernel (CPU)");
     return tr_out_cast(t, 0, y);
   }

@@ -517,7 +517,7 @@ static int translate_topk(tr_ctx *t, const ir_node *n, const op_row *r) {
   what " is read on the host: free when constant; a computed " what " makes the group eager " \
        "for that read"
 /* A float32 mean that keeps its dims may open layer normalisation's nine-node spelling, which
- * the CPU device runs as one host kernel (host_patterns.h), built for concrete shapes. */
+ * the CPU device runs as one host kernel (cpu/patterns.h), built for concrete shapes. */
 static op_compile_class mean_class(const ir_graph *g, const ir_node *n) {
   const ir_value *x = ir_input(g, n, 0);
   return x && x->elem_type == IR_FLOAT && ir_attr_int(n, "keepdims", 1) != 0 ? OP_SHAPELESS_GPU

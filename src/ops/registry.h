@@ -23,7 +23,7 @@ struct op_row;
 typedef enum op_compile_class {
   OP_SHAPELESS,   /* translation depends on ranks only */
   OP_SHAPELESS_GPU, /* shapeless on the GPU; shape-keyed on the CPU device, where float32 takes a
-                     * host kernel built for concrete shapes (ops/host_math.c), unless host
+                     * host kernel built for concrete shapes (cpu/math.c), unless host
                      * kernels are switched off */
   OP_SHAPE_KEYED, /* translation reads concrete shapes */
   OP_VALUE_KEYED, /* translation reads a few scalar inputs on the host (If's cond): the plan

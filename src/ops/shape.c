@@ -21,8 +21,8 @@
  * moves or selects data, so each also takes float64 on the CPU device (OP_F64), bit-exact.
  */
 #include "ops/families.h"
-#include "ops/host_math.h"
-#include "ops/host_patterns.h"
+#include "cpu/math.h"
+#include "cpu/patterns.h"
 #include "ops/lowbit.h"
 #include "plan/translate.h"
 
@@ -287,9 +287,9 @@ static bool claim_concat(const ir_graph *g, const ir_node *n, const op_row *r, o
  * convolution gathered each position's channels from planes apart (PP-OCRv4 rec's neck: a
  * 960-channel Concat before a 1x3 convolution, 0.18 ms of copy and 0.29 ms of im2col). */
 static bool concat_channels_last_pays(tr_ctx *t, const ir_node *n, mx_array first, int axis) {
-  const ir_node *reader = hp_only_reader(t, n->outputs[0]);
+  const ir_node *reader = cpu_match_only_reader(t, n->outputs[0]);
   int rank = mx_ndim(first);
-  return t->mx->device == MX_DEVICE_CPU && hm_enabled() && axis == 1 && rank >= 3 &&
+  return t->mx->device == MX_DEVICE_CPU && cpu_host_kernels_enabled() && axis == 1 && rank >= 3 &&
          rank <= 5 && mx_dtype_of(first) == MX_FLOAT32 && reader &&
          strcmp(reader->op_type, "Conv") == 0 && reader->domain[0] == 0 &&
          reader->inputs[0] == n->outputs[0];

@@ -9,7 +9,6 @@
 #include "ir/partition.h"
 #include "plan/plan_internal.h"
 #include "plan/packed.h"
-#include "ops/host_math.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -322,8 +321,8 @@ int plan_build(const ir_graph *snapshot, const char *name, const plan_config *cf
     const ir_node *nd = &p->g->nodes[i];
     p->rows[i] = op_lookup(nd->domain, nd->op_type, nd->since_version);
     if (p->rows[i]) p->classes[i] = op_node_compile_class(p->rows[i], p->g, nd);
-    if (p->classes[i] == OP_SHAPELESS_GPU) /* host kernels on the CPU device (host_math.h) */
-      p->classes[i] = device == MX_DEVICE_CPU && hm_enabled() ? OP_SHAPE_KEYED : OP_SHAPELESS;
+    if (p->classes[i] == OP_SHAPELESS_GPU) /* host kernels on the CPU device (cpu/cpu.h) */
+      p->classes[i] = device == MX_DEVICE_CPU && cfg->host_kernels ? OP_SHAPE_KEYED : OP_SHAPELESS;
     if (!p->rows[i]) {
       snprintf(err, len, "node '%s' (%s): no registry row at opset %d", nd->name, nd->op_type,
                nd->since_version);

@@ -42,6 +42,8 @@ typedef struct plan_config {
   bool path_trial;   /* time compiled against eager on the first runs, keep eager only when
                       * clearly faster (ONNXRUNTIME_EP_MLX_NO_PATH_TRIAL=1: always compiled
                       * where allowed) */
+  bool host_kernels; /* CPU device: the CPU room's host kernels are on (cpu/cpu.h), so nodes whose
+                      * translation may take one compile keyed on shapes */
 } plan_config;
 
 /* The path trial of a compiled plan: after its first (tracing) run, PLAN_TRIAL_RUNS eager and

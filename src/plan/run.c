@@ -8,7 +8,7 @@
  * on (counted as a fallback in the diagnostics).
  */
 #include "plan/plan_internal.h"
-#include "blas/workers.h"
+#include "cpu/cpu.h"
 #include "plan/packed.h"
 
 #include <stdio.h>
@@ -541,7 +541,7 @@ bool plan_turned_eager(const plan *p) {
 }
 
 /* When the last Run took a millisecond or more on the CPU device, the host kernels' pool threads
- * are held awake through this one (workers_hold), so that they spin through MLX's scheduling of
+ * are held awake through this one (cpu_workers_hold), so that they spin through MLX's scheduling of
  * the graph (0.2 ms for PP-OCRv4 rec) and its stretches of its own operations, and every host
  * kernel splits over the cores; before a shorter Run they stay asleep. */
 static const uint64_t HOLD_WORKERS_MIN_NS = 1000 * 1000;
@@ -551,7 +551,7 @@ int plan_run(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array *outputs,
              size_t len) {
   uint64_t start = plan_now_ns();
   bool hold = p->device == MX_DEVICE_CPU && atomic_load(&p->last_run_ns) >= HOLD_WORKERS_MIN_NS;
-  if (hold) workers_hold();
+  if (hold) cpu_workers_hold();
   int n_bound = 0;
   mx_array *bound = malloc(sizeof(mx_array) * ((size_t)p->g->n_graph_inputs + 1));
   int rc = bound ? bind_inputs(p, ctx, inputs, bound, &n_bound, err, len) : MX_ERR_NOMEM;
@@ -601,7 +601,7 @@ int plan_run(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array *outputs,
     rc = run_eager(p, ctx, bound, outputs, err, len);
   }
   free(bound);
-  if (hold) workers_release();
+  if (hold) cpu_workers_release();
   atomic_fetch_add(&p->stats.runs, 1);
   if (rc != MX_OK) atomic_fetch_add(&p->stats.failures, 1);
   uint64_t took = plan_now_ns() - start;

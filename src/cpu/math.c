@@ -8,13 +8,13 @@
  * in the x86-64-v3 build, results below the smallest normal flushed to zero); erf is this file's
  * own, cheaper than fastmath.c's composition (two polynomials, no exp, no division); the sigmoid
  * is one exp and one division. Each stays within 2.4e-7 relative of float64 above the subnormal
- * range (tested). Rows are split over the cores (blas/workers.c).
+ * range (tested). Rows are split over the cores (cpu/workers.c).
  */
-#include "ops/host_math.h"
+#include "cpu/math.h"
 
-#include "blas/workers.h"
-#include "ops/fastmath.h"
-#include "ops/host_simd.h"
+#include "cpu/workers.h"
+#include "cpu/fastmath.h"
+#include "cpu/simd.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -32,19 +32,21 @@ typedef unsigned u32x8 __attribute__((vector_size(32)));
 enum { PARALLEL_MIN_ELEMENTS = 1 << 15 };
 
 /* fastmath.c's constants as float32, the type its composed graph uses them in. */
-typedef struct fm_constants {
-  float log2e, ln2_hi, ln2_lo, exp_poly[FM_EXP_TERMS];
-} fm_constants;
+typedef struct cpu_fast_constants {
+  float log2e, ln2_hi, ln2_lo, exp_poly[CPU_FAST_EXP_TERMS];
+} cpu_fast_constants;
 
 /* Converted once: the kernels below ask per row (MiniLM b1: ten thousand rows a Run), and the
  * conversion, a call of its own, took 0.7 % of the Run's samples. */
-static fm_constants exp_constants;
+static cpu_fast_constants exp_constants;
 static pthread_once_t exp_constants_once = PTHREAD_ONCE_INIT;
 static void convert_constants(void) {
-  exp_constants = (fm_constants){(float)FM_LOG2E, (float)FM_LN2_HI, (float)FM_LN2_LO};
-  for (int i = 0; i < FM_EXP_TERMS; i++) exp_constants.exp_poly[i] = (float)FM_EXP_POLY[i];
+  exp_constants =
+      (cpu_fast_constants){(float)CPU_FAST_LOG2E, (float)CPU_FAST_LN2_HI, (float)CPU_FAST_LN2_LO};
+  for (int i = 0; i < CPU_FAST_EXP_TERMS; i++)
+    exp_constants.exp_poly[i] = (float)CPU_FAST_EXP_POLY[i];
 }
-static const fm_constants *constants(void) {
+static const cpu_fast_constants *constants(void) {
   pthread_once(&exp_constants_once, convert_constants);
   return &exp_constants;
 }
@@ -66,7 +68,7 @@ enum { LANES_MAX = 4 };
  * first: it computes on (infinities and NaN for the most negative inputs) and its result is
  * masked to zero at the end. Two selects fewer: softmax over rows of 128, 0.87 -> 0.79 ns a
  * float on one core, masked rows alike. NaN stays NaN. In place, n vectors. */
-HOST_INLINE void exp8n(f32x8 *x, const int n, const fm_constants *c) {
+CPU_INLINE void exp8n(f32x8 *x, const int n, const cpu_fast_constants *c) {
   const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer in the low bits */
   i32x8 underflow[LANES_MAX];
   f32x8 t[LANES_MAX], k[LANES_MAX], r[LANES_MAX], p[LANES_MAX], y[LANES_MAX];
@@ -76,7 +78,7 @@ HOST_INLINE void exp8n(f32x8 *x, const int n, const fm_constants *c) {
   FOR_LANES(n, r[l] = x[l] + (k[l] * -c->ln2_hi + 0.0f));
   FOR_LANES(n, r[l] = r[l] + (k[l] * -c->ln2_lo + 0.0f));
   FOR_LANES(n, p[l] = splat8(c->exp_poly[0]));
-  for (int i = 1; i < FM_EXP_TERMS; i++) FOR_LANES(n, p[l] = p[l] * r[l] + c->exp_poly[i]);
+  for (int i = 1; i < CPU_FAST_EXP_TERMS; i++) FOR_LANES(n, p[l] = p[l] * r[l] + c->exp_poly[i]);
   FOR_LANES(n, y[l] = r[l] * r[l]);
   FOR_LANES(n, y[l] = y[l] * p[l]);
   FOR_LANES(n, y[l] = y[l] + r[l]);
@@ -103,7 +105,7 @@ static const float ERFC_LARGE[15] = {
     4.365234822e-02f,  -4.639251903e-02f, 3.186355159e-02f,  -9.569224901e-03f,
     -6.624578033e-03f, 1.039501652e-02f,  -4.685666412e-03f, -1.529430621e-03f,
     2.045840258e-03f,  -9.912471432e-05f, -2.616083366e-04f};
-HOST_INLINE void erf8n(f32x8 *x, const int n) {
+CPU_INLINE void erf8n(f32x8 *x, const int n) {
   const i32x8 sign = (i32x8)splat8(-0.0f);
   f32x8 z[LANES_MAX], small[LANES_MAX], a[LANES_MAX], w[LANES_MAX], q[LANES_MAX];
   FOR_LANES(n, z[l] = x[l] * x[l]);
@@ -120,31 +122,38 @@ HOST_INLINE void erf8n(f32x8 *x, const int n) {
 }
 
 /* The first n (< 8) floats at p, the other lanes fill. */
-HOST_INLINE f32x8 load_part(const float *p, int n, float fill) {
+CPU_INLINE f32x8 load_part(const float *p, int n, float fill) {
   f32x8 v = splat8(fill);
   memcpy(&v, p, (size_t)n * sizeof *p);
   return v;
 }
 
-HOST_INLINE float lanes_sum(f32x8 v) {
+CPU_INLINE float lanes_sum(f32x8 v) {
   return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
 }
 
-HOST_INLINE float lanes_max(f32x8 v) {
+CPU_INLINE float lanes_max(f32x8 v) {
   float m = v[0];
   for (int i = 1; i < 8; i++) m = v[i] > m ? v[i] : m;
   return m;
 }
 
 /* --- the kernels -------------------------------------------------------------------------- */
-typedef enum hm_kind { HM_SOFTMAX, HM_LAYER_NORM, HM_ERF, HM_GELU, HM_SIGMOID, HM_SWISH } hm_kind;
+typedef enum cpu_math_kind {
+  CPU_MATH_SOFTMAX,
+  CPU_MATH_LAYER_NORM,
+  CPU_MATH_ERF,
+  CPU_MATH_GELU,
+  CPU_MATH_SIGMOID,
+  CPU_MATH_SWISH
+} cpu_math_kind;
 /* the kinds computed element by element (the others row by row) */
-static bool elementwise_kind(hm_kind k) {
-  return k == HM_ERF || k == HM_GELU || k == HM_SIGMOID || k == HM_SWISH;
+static bool elementwise_kind(cpu_math_kind k) {
+  return k == CPU_MATH_ERF || k == CPU_MATH_GELU || k == CPU_MATH_SIGMOID || k == CPU_MATH_SWISH;
 }
 
-typedef struct hm_params {
-  hm_kind kind;
+typedef struct cpu_math_params {
+  cpu_math_kind kind;
   long rows, cols; /* the elementwise kernels see one row of every element */
   float eps;
   /* softmax: scores * scale (+ a mask row) before the softmax. A row r of x, counted over x's
@@ -156,18 +165,18 @@ typedef struct hm_params {
   int n_lead;
   int lead[MX_MAX_RANK];
   long mask_stride[MX_MAX_RANK];
-} hm_params;
+} cpu_math_params;
 
-typedef struct hm_job {
-  const hm_params *p;
+typedef struct cpu_math_job {
+  const cpu_math_params *p;
   const float *x, *aux[2]; /* layer norm's scale and bias (or NULL), softmax's mask (or NULL) */
   const float *skip;        /* layer norm: added to x first (or NULL) */
   float *y;
   int parts;
-} hm_job;
+} cpu_math_job;
 
 /* Where row r's mask row starts (p->masked). */
-static long mask_offset(const hm_params *p, long r) {
+static long mask_offset(const cpu_math_params *p, long r) {
   long at = 0;
   for (int i = p->n_lead - 1; i >= 0; i--) {
     at += r % p->lead[i] * p->mask_stride[i];
@@ -179,9 +188,9 @@ static long mask_offset(const hm_params *p, long r) {
 /* One row of softmax(x * scale + mask) (mask NULL: none), y may be x: the first pass writes the
  * scaled, masked row to y and finds its maximum, the second exponentiates in place and sums, the
  * third scales by the sum's reciprocal. */
-HOST_CLONES_FMA
-void hm_softmax_row(const float *x, float *y, long cols, float scale, const float *m) {
-  const fm_constants c = *constants(); /* a local copy: y may alias it */
+CPU_CLONES_FMA
+void cpu_softmax_row(const float *x, float *y, long cols, float scale, const float *m) {
+  const cpu_fast_constants c = *constants(); /* a local copy: y may alias it */
   long full = cols - cols % 8;
   int tail = (int)(cols % 8);
   f32x8 m8 = splat8(-INFINITY), v, b;
@@ -224,17 +233,17 @@ void hm_softmax_row(const float *x, float *y, long cols, float scale, const floa
 }
 
 /* Rows [first, first + rows) of softmax(x * scale + mask). */
-static void softmax_rows(const hm_params *p, const float *x, const float *mask, float *y,
+static void softmax_rows(const cpu_math_params *p, const float *x, const float *mask, float *y,
                          long first, long rows) {
   long cols = p->cols;
   x += first * cols, y += first * cols;
   for (long r = first; r < first + rows; r++, x += cols, y += cols)
-    hm_softmax_row(x, y, cols, p->scale, p->masked ? mask + mask_offset(p, r) : NULL);
+    cpu_softmax_row(x, y, cols, p->scale, p->masked ? mask + mask_offset(p, r) : NULL);
 }
 
 /* Rows of layer normalisation of x, or of x + skip when skip is not NULL: the sum is written to
  * y first (rounded once, as an Add before it would) and normalised there in place. */
-HOST_CLONES_FMA
+CPU_CLONES_FMA
 static void layer_norm_rows(const float *x, const float *skip, const float *scale,
                             const float *bias, float *y, long rows, long cols, float eps) {
   long full = cols - cols % 8;
@@ -273,28 +282,28 @@ static void layer_norm_rows(const float *x, const float *skip, const float *scal
  * * 0.5 (approximate='none', in the order of its five-node spelling); sigmoid as 1 / (1 + e^-x)
  * for x >= 0 and e^x / (1 + e^x) below, from e^-|x|, which never overflows (sigmoid(-100) is
  * then 0, as exp flushes to zero there, not a subnormal); Swish as x * sigmoid(x). */
-HOST_INLINE void map8n(const f32x8 *v, f32x8 *e, const int n, hm_kind kind, float beta,
-                       const fm_constants *c) {
+CPU_INLINE void map8n(const f32x8 *v, f32x8 *e, const int n, cpu_math_kind kind, float beta,
+                       const cpu_fast_constants *c) {
   const i32x8 sign = (i32x8)splat8(-0.0f);
-  if (kind == HM_ERF || kind == HM_GELU) {
-    FOR_LANES(n, e[l] = kind == HM_GELU ? v[l] * (float)M_SQRT1_2 : v[l]);
+  if (kind == CPU_MATH_ERF || kind == CPU_MATH_GELU) {
+    FOR_LANES(n, e[l] = kind == CPU_MATH_GELU ? v[l] * (float)M_SQRT1_2 : v[l]);
     erf8n(e, n);
-    if (kind == HM_GELU) FOR_LANES(n, e[l] = v[l] * (e[l] + 1.0f) * 0.5f);
+    if (kind == CPU_MATH_GELU) FOR_LANES(n, e[l] = v[l] * (e[l] + 1.0f) * 0.5f);
     return;
   }
   f32x8 u[LANES_MAX], s[LANES_MAX]; /* the sigmoid's argument: x, or x * beta for Swish */
-  FOR_LANES(n, u[l] = kind == HM_SWISH ? v[l] * beta : v[l]);
+  FOR_LANES(n, u[l] = kind == CPU_MATH_SWISH ? v[l] * beta : v[l]);
   FOR_LANES(n, e[l] = (f32x8)((i32x8)u[l] | sign)); /* -|u| */
   exp8n(e, n, c);
   FOR_LANES(n, s[l] = 1.0f / (1.0f + e[l]));
   FOR_LANES(n, e[l] = select8(u[l] >= 0.0f, s[l], e[l] * s[l]));
-  if (kind == HM_SWISH) FOR_LANES(n, e[l] = v[l] * e[l]);
+  if (kind == CPU_MATH_SWISH) FOR_LANES(n, e[l] = v[l] * e[l]);
 }
 
 /* One elementwise kind over n elements. */
-HOST_CLONES_FMA
-static void map_elements(const float *x, float *y, long n, hm_kind kind, float beta) {
-  const fm_constants c = *constants(); /* a local copy: y may alias it */
+CPU_CLONES_FMA
+static void map_elements(const float *x, float *y, long n, cpu_math_kind kind, float beta) {
+  const cpu_fast_constants c = *constants(); /* a local copy: y may alias it */
   f32x8 v[LANES_MAX], e[LANES_MAX];
   long i = 0;
   for (; i + 8 * LANES_MAX <= n; i += 8 * LANES_MAX) {
@@ -314,11 +323,11 @@ static void map_elements(const float *x, float *y, long n, hm_kind kind, float b
 
 /* Part `part` of `parts` of the rows (of the elements, for erf, in multiples of 8). */
 static void run_part(void *arg, int part) {
-  const hm_job *job = arg;
-  const hm_params *p = job->p;
+  const cpu_math_job *job = arg;
+  const cpu_math_params *p = job->p;
   bool elementwise = elementwise_kind(p->kind);
   long units = elementwise ? (p->cols + 7) / 8 : p->rows, start, end;
-  workers_range(units, job->parts, part, &start, &end);
+  cpu_workers_range(units, job->parts, part, &start, &end);
   long count = end - start;
   if (count <= 0) return;
   if (elementwise) {
@@ -327,7 +336,7 @@ static void run_part(void *arg, int part) {
     return;
   }
   long at = start * p->cols;
-  if (p->kind == HM_SOFTMAX) softmax_rows(p, job->x, job->aux[0], job->y, start, count);
+  if (p->kind == CPU_MATH_SOFTMAX) softmax_rows(p, job->x, job->aux[0], job->y, start, count);
   else
     layer_norm_rows(job->x + at, job->skip ? job->skip + at : NULL, job->aux[0], job->aux[1],
                     job->y + at, count, p->cols, p->eps);
@@ -335,25 +344,25 @@ static void run_part(void *arg, int part) {
 
 static void host_math(const mx_host_tensor *in, int n_in, const mx_host_tensor *out,
                       const void *params) {
-  const hm_params *p = params;
+  const cpu_math_params *p = params;
   int aux = p->skip ? n_in - 1 : n_in; /* the skip comes last */
-  hm_job job = {p, in[0].data, {aux > 1 ? in[1].data : NULL, aux > 2 ? in[2].data : NULL},
+  cpu_math_job job = {p, in[0].data, {aux > 1 ? in[1].data : NULL, aux > 2 ? in[2].data : NULL},
                 p->skip ? in[n_in - 1].data : NULL, (float *)out->data, 1};
-  if (p->rows * p->cols >= PARALLEL_MIN_ELEMENTS) job.parts = workers_parts();
-  workers_run(run_part, &job, job.parts);
+  if (p->rows * p->cols >= PARALLEL_MIN_ELEMENTS) job.parts = cpu_workers_parts();
+  cpu_workers_run(run_part, &job, job.parts);
 }
 
 /* --- building them ------------------------------------------------------------------------- */
 static atomic_bool enabled = true;
-void hm_set_enabled(bool on) { atomic_store(&enabled, on); }
-bool hm_enabled(void) { return atomic_load(&enabled); }
+void cpu_set_host_kernels(bool on) { atomic_store(&enabled, on); }
+bool cpu_host_kernels_enabled(void) { return atomic_load(&enabled); }
 
-bool hm_applies(const tr_ctx *t, mx_array x) {
+bool cpu_kernel_applies(const tr_ctx *t, mx_array x) {
   return atomic_load(&enabled) && t->mx->device == MX_DEVICE_CPU && mx_dtype_of(x) == MX_FLOAT32 &&
          t->trace != TR_TRACE_SHAPELESS;
 }
 
-static int build(tr_ctx *t, hm_params p, const char *name, mx_array *ins, int n_ins,
+static int build(tr_ctx *t, cpu_math_params p, const char *name, mx_array *ins, int n_ins,
                  mx_array *y) {
   mx_array x = ins[0];
   int rank = mx_ndim(x);
@@ -365,8 +374,8 @@ static int build(tr_ctx *t, hm_params p, const char *name, mx_array *ins, int n_
                         MX_FLOAT32, 0);
 }
 
-int hm_softmax_last(tr_ctx *t, mx_array x, float scale, mx_array mask, mx_array *y) {
-  hm_params p = {HM_SOFTMAX, .scale = scale, .masked = mask != NULL};
+int cpu_softmax_last(tr_ctx *t, mx_array x, float scale, mx_array mask, mx_array *y) {
+  cpu_math_params p = {CPU_MATH_SOFTMAX, .scale = scale, .masked = mask != NULL};
   if (mask) { /* its axes align with x's trailing ones; its last is whole (the caller checks) */
     int rank = mx_ndim(x), offset = rank - mx_ndim(mask);
     long stride = mx_dim(x, -1);
@@ -382,47 +391,47 @@ int hm_softmax_last(tr_ctx *t, mx_array x, float scale, mx_array mask, mx_array 
   return build(t, p, mask ? "scaled, masked softmax" : "softmax", ins, mask ? 2 : 1, y);
 }
 
-int hm_layer_norm_last(tr_ctx *t, mx_array x, mx_array skip, mx_array scale, mx_array bias,
+int cpu_layer_norm_last(tr_ctx *t, mx_array x, mx_array skip, mx_array scale, mx_array bias,
                        float eps, mx_array *y) {
   mx_array ins[4] = {x, scale};
   int n = 2;
   if (bias) ins[n++] = bias;
   if (skip) ins[n++] = skip;
-  hm_params p = {HM_LAYER_NORM, .eps = eps, .skip = skip != NULL};
+  cpu_math_params p = {CPU_MATH_LAYER_NORM, .eps = eps, .skip = skip != NULL};
   return build(t, p, skip ? "layer normalization of a sum" : "layer normalization", ins, n, y);
 }
 
-int hm_erf(tr_ctx *t, mx_array x, mx_array *y) {
-  return build(t, (hm_params){HM_ERF}, "erf", &x, 1, y);
+int cpu_erf(tr_ctx *t, mx_array x, mx_array *y) {
+  return build(t, (cpu_math_params){CPU_MATH_ERF}, "erf", &x, 1, y);
 }
 
-int hm_gelu(tr_ctx *t, mx_array x, mx_array *y) {
-  return build(t, (hm_params){HM_GELU}, "gelu", &x, 1, y);
+int cpu_gelu(tr_ctx *t, mx_array x, mx_array *y) {
+  return build(t, (cpu_math_params){CPU_MATH_GELU}, "gelu", &x, 1, y);
 }
 
 /* An elementwise kind (Gelu, Swish) over a run of finished elements, in place, as another
  * kernel's epilogue. */
 static void elementwise_epilogue(const void *params, float *run, long count) {
-  const hm_params *p = params;
+  const cpu_math_params *p = params;
   map_elements(run, run, count, p->kind, p->scale);
 }
 
-static int fold(tr_ctx *t, hm_params p, mx_array x, mx_array *y) {
+static int fold(tr_ctx *t, cpu_math_params p, mx_array x, mx_array *y) {
   return mx_fold_epilogue(t->mx, y, x, elementwise_epilogue, &p, sizeof p);
 }
 
-int hm_gelu_fold(tr_ctx *t, mx_array x, mx_array *y) {
-  return fold(t, (hm_params){HM_GELU}, x, y);
+int cpu_gelu_fold(tr_ctx *t, mx_array x, mx_array *y) {
+  return fold(t, (cpu_math_params){CPU_MATH_GELU}, x, y);
 }
 
-int hm_sigmoid(tr_ctx *t, mx_array x, mx_array *y) {
-  return build(t, (hm_params){HM_SIGMOID}, "sigmoid", &x, 1, y);
+int cpu_sigmoid(tr_ctx *t, mx_array x, mx_array *y) {
+  return build(t, (cpu_math_params){CPU_MATH_SIGMOID}, "sigmoid", &x, 1, y);
 }
 
-int hm_swish(tr_ctx *t, mx_array x, float beta, mx_array *y) {
-  return build(t, (hm_params){HM_SWISH, .scale = beta}, "swish", &x, 1, y);
+int cpu_swish(tr_ctx *t, mx_array x, float beta, mx_array *y) {
+  return build(t, (cpu_math_params){CPU_MATH_SWISH, .scale = beta}, "swish", &x, 1, y);
 }
 
-int hm_swish_fold(tr_ctx *t, mx_array x, float beta, mx_array *y) {
-  return fold(t, (hm_params){HM_SWISH, .scale = beta}, x, y);
+int cpu_swish_fold(tr_ctx *t, mx_array x, float beta, mx_array *y) {
+  return fold(t, (cpu_math_params){CPU_MATH_SWISH, .scale = beta}, x, y);
 }

@@ -3,16 +3,16 @@
  * x [N, d, h, w, C] (1-D and 2-D inputs take d = h = 1), read where it lies (any strides, so a
  * channels-first input's transposed view is not copied first), becomes the columns
  * [N * positions, taps * C] that one product with the weight's packed [taps * C, O] matrix turns
- * into the output (conv_cpu.c). Row p holds output position p's window, tap after tap in
+ * into the output (cpu/conv.c). Row p holds output position p's window, tap after tap in
  * row-major kernel order, C channels each; a tap that falls in the padding is zeros, so the
  * padded input is never built. MLX's own CPU convolution makes the same columns with two generic
  * strided copies (into a padded input, then the window view), on its stream's one thread, and
  * hands an unpacked weight to the product on every call: PP-OCRv4 rec's three such layers (a
  * 3x3 stride-2 stem, two 1x3 layers over 480 and 960 channels) ran between the host kernels on
- * one core. Rows are split over the cores (blas/workers.c) from about 10^5 copied values up.
+ * one core. Rows are split over the cores (cpu/workers.c) from about 10^5 copied values up.
  */
-#include "blas/workers.h"
-#include "ops/conv.h"
+#include "cpu/workers.h"
+#include "cpu/conv.h"
 
 #include <string.h>
 
@@ -136,7 +136,7 @@ static void im2col_rows_planar(const im2col_job *j, long first, long last) {
 static void im2col_part(void *arg, int part) {
   const im2col_job *j = arg;
   long first, last;
-  workers_range(j->rows, j->parts, part, &first, &last);
+  cpu_workers_range(j->rows, j->parts, part, &first, &last);
   if (first >= last) return;
   if (j->x_stride[4] != 1 && j->g->c > 1) im2col_rows_planar(j, first, last);
   else im2col_rows(j, first, last);
@@ -155,12 +155,12 @@ static void im2col_loop(const mx_host_tensor *in, int n_in, const mx_host_tensor
   for (int i = 0; i < nd; i++) j.x_stride[1 + 3 - nd + i] = (long)x->strides[1 + i];
   if (j.rows == 0) return;
   double values = (double)j.rows * g->k[0] * g->k[1] * g->k[2] * g->c;
-  if (values >= PARALLEL_MIN_VALUES) j.parts = workers_parts();
+  if (values >= PARALLEL_MIN_VALUES) j.parts = cpu_workers_parts();
   if (j.parts > j.rows) j.parts = (int)j.rows;
-  workers_run(im2col_part, &j, j.parts);
+  cpu_workers_run(im2col_part, &j, j.parts);
 }
 
-int im2col_loop_build(tr_ctx *t, mx_array x, const conv_window *g, mx_array *cols) {
+int cpu_conv_im2col_loop(tr_ctx *t, mx_array x, const conv_window *g, mx_array *cols) {
   long rows = (long)g->n * g->out[0] * g->out[1] * g->out[2];
   long width = (long)g->k[0] * g->k[1] * g->k[2] * g->c;
   if (rows > INT32_MAX || width > INT32_MAX)

@@ -1,9 +1,9 @@
 /*
  * Shared between the plugin's matrix product (sgemm.c) and its register kernels
- * (sgemm_kernel.c): the block sizes and the kernel's signature.
+ * (sgemm/kernel.c): the block sizes and the kernel's signature.
  */
-#ifndef EP_BLAS_SGEMM_INTERNAL_H
-#define EP_BLAS_SGEMM_INTERNAL_H
+#ifndef CPU_SGEMM_INTERNAL_H
+#define CPU_SGEMM_INTERNAL_H
 
 #include <stdbool.h>
 

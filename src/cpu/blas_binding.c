@@ -1,14 +1,14 @@
 /*
  * Which library serves MLX's matrix products in this process. The plugin exports its own
- * cblas_sgemm (blas/sgemm.c), and libmlx's binds to it, but that holds only when the plugin loads
- * libmlx: a process that imported MLX first (Python's `import mlx.core` binds every
- * symbol at load) keeps the reference BLAS bundled with the wheel, about ten times slower on
- * MiniLM (docs/BENCHMARKS.md). This file reads the address libmlx's relocation slot for
- * cblas_sgemm holds (through the loader's program headers and libmlx's dynamic relocations,
- * without calling MLX), names the library it lies in, and compares it with the cblas_sgemm the
- * plugin's own dependency order finds. It only looks: nothing is rebound.
+ * cblas_sgemm (cpu/sgemm/sgemm.c), and libmlx's binds to it, but that holds only when the plugin
+ * loads libmlx: a process that imported MLX first (Python's `import mlx.core` binds every symbol at
+ * load) keeps the reference BLAS bundled with the wheel, about ten times slower on MiniLM
+ * (docs/BENCHMARKS.md). This file reads the address libmlx's relocation slot for cblas_sgemm holds
+ * (through the loader's program headers and libmlx's dynamic relocations, without calling MLX),
+ * names the library it lies in, and compares it with the cblas_sgemm the plugin's own dependency
+ * order finds. It only looks: nothing is rebound.
  */
-#include "mlx/blas_binding.h"
+#include "cpu/blas_binding.h"
 
 #include <stdio.h>
 
@@ -79,7 +79,7 @@ static int find_mlx_slot(struct dl_phdr_info *info, size_t size, void *data) {
 /* The cblas_sgemm this plugin's lookup scope finds: the plugin's own. */
 static void *plugin_sgemm(void) {
   Dl_info self;
-  if (!dladdr((void *)&blas_binding_check, &self) || !self.dli_fname) return NULL;
+  if (!dladdr((void *)&cpu_blas_binding_check, &self) || !self.dli_fname) return NULL;
   void *handle = dlopen(self.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
   if (!handle) return NULL;
   void *f = dlsym(handle, SGEMM);
@@ -92,7 +92,7 @@ static const char *library_of(void *address) {
   return address && dladdr(address, &info) && info.dli_fname ? info.dli_fname : "(unknown)";
 }
 
-bool blas_binding_check(char *note, size_t note_size) {
+bool cpu_blas_binding_check(char *note, size_t note_size) {
   slot_search search = {0};
   dl_iterate_phdr(find_mlx_slot, &search);
   void *intended = plugin_sgemm();
@@ -121,7 +121,7 @@ bool blas_binding_check(char *note, size_t note_size) {
 
 #else
 
-bool blas_binding_check(char *note, size_t note_size) {
+bool cpu_blas_binding_check(char *note, size_t note_size) {
   snprintf(note, note_size, "BLAS binding not checked on this platform");
   return true;
 }

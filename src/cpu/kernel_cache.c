@@ -1,21 +1,19 @@
 /*
- * MLX's fused CPU kernels, built for this CPU. MLX compiles each fused kernel with g++ at run
- * time and passes -mavx2 -mfma only when libmlx itself was built for AVX2, which the PyPI wheel
- * is not, so on x86 every fused kernel is SSE2 code (measured: MiniLM b1 about 16% slower than
- * with AVX2 kernels). A kernel's source includes "mlx/backend/cpu/compiled_preamble.h", and a
- * quoted include is looked up first beside the source, in MLX's kernel cache folder (the
- * temporary folder, then mlx/<version>/cpu). On a CPU with AVX2, FMA and F16C, this file puts a
- * header there that turns those instructions on for the rest of the kernel and includes MLX's
- * own preamble. Contraction of a*b+c into fma stays off, so results keep the bits of the SSE2
- * build; FP operations are declared not to trap and math functions not to set errno (neither
- * changes a value), without which g++ leaves every loop holding a select, a floor or a sqrt
- * scalar. Kernels the cache holds from before the header was written (or from one with other
- * flags) are removed when it is, so MLX builds them again (a header with these flags written by
- * another install, which differs in its include path only, leaves them); where MLX embeds its preamble instead of
- * including it, the header is never read. ONNXRUNTIME_EP_MLX_NO_AVX2_KERNELS=1 keeps the header
- * from being written (one written earlier is removed by deleting the folder).
+ * MLX's fused CPU kernels built for this CPU, an opt-in (ONNXRUNTIME_EP_MLX_AVX2_KERNELS=1). MLX
+ * compiles each fused kernel with g++ at run time and passes -mavx2 -mfma only when libmlx itself
+ * was built for AVX2, which the PyPI wheel is not, so on x86 every fused kernel is SSE2 code. A
+ * kernel's source includes "mlx/backend/cpu/compiled_preamble.h", and a quoted include is looked
+ * up first beside the source, in MLX's kernel cache folder (the temporary folder, then
+ * mlx/<version>/cpu). On a CPU with AVX2, FMA and F16C, this file puts a header there that turns
+ * those instructions on for the rest of the kernel and includes MLX's own preamble. Contraction
+ * of a*b+c into fma stays off, so results keep the bits of the SSE2 build; FP operations are
+ * declared not to trap and math functions not to set errno (neither changes a value). Kernels
+ * the cache holds from before the header was written are removed, so MLX builds them again.
+ * That folder is shared with every MLX process of the user (and survives this one, and is
+ * shared by machines that share TMPDIR), which is why it is never written unless the user asks:
+ * MLX offers no per-process kernel folder or compiler flags, so there is no private way.
  */
-#include "mlx/cpu_kernels.h"
+#include "cpu/kernel_cache.h"
 
 #include "mlx/mx.h"
 
@@ -74,7 +72,7 @@ static void forget_kernels(const char *header) {
   closedir(d);
 }
 
-const char *cpu_kernels_use_avx2(void) {
+const char *cpu_kernel_cache_use_avx2(void) {
 #if defined(__x86_64__) && defined(__linux__)
   __builtin_cpu_init();
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") ||

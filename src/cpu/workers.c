@@ -3,7 +3,7 @@
  * first job, one per core the process may run on (the caller is one of them), and live as long
  * as the process. A job bumps a generation counter; an idle thread spins on it for a short while
  * (matrix products come in bursts, between elementwise kernels), or for as long as a Run holds
- * the pool (workers_hold), yielding its core to any other runnable thread as it does, and then
+ * the pool (cpu_workers_hold), yielding its core to any other runnable thread as it does, and then
  * sleeps on a condition variable. A large job comes in a few parts a thread; each part is
  * claimed by whoever comes first, the caller included (an exchange on the part's flag, so
  * exactly one runs it), so neither a thread slow to wake nor one on a slowed core holds the job
@@ -13,7 +13,7 @@
  * each other. Participants publish the processor they run on; a pool thread that finds itself on
  * another participant's processor moves to a free one (see spread_out).
  */
-#include "blas/workers.h"
+#include "cpu/workers.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -33,7 +33,7 @@ enum { MAX_THREADS = 16, MAX_PARTS = 128 };
  * claimed just before holds the job up; two builds alternated in one process, MiniLM b1 ran
  * 1.00x-1.12x faster with eight (six rounds), b8 1.00x and 1.07x, PP-OCRv4 rec 1.00x. */
 enum { PARTS_PER_THREAD = 8 };
-_Static_assert(MAX_THREADS * PARTS_PER_THREAD <= MAX_PARTS, "workers_parts() fits a job");
+_Static_assert(MAX_THREADS * PARTS_PER_THREAD <= MAX_PARTS, "cpu_workers_parts() fits a job");
 /* How long an idle thread spins before it sleeps: long enough to cover the elementwise kernels
  * between two products of one graph, short enough to give the core back between Runs. */
 static const long SPIN_NS = 200 * 1000;
@@ -47,12 +47,12 @@ static struct {
   pthread_mutex_t lock;           /* guards sleeping and the condition variable */
   pthread_cond_t wake;
   int sleeping;
-  unsigned long holds_begun;      /* bumped by workers_hold; guarded by lock */
+  unsigned long holds_begun;      /* bumped by cpu_workers_hold; guarded by lock */
   atomic_int holds;               /* holds not yet released: threads spin, never sleep */
   atomic_ulong generation;        /* bumped per job */
   /* the current job: written before its parts' flags are cleared, read only by a thread that
    * holds a claim (the job cannot finish before that claim's part has) */
-  workers_fn fn;
+  cpu_workers_fn fn;
   void *arg;
   cpu_set_t allowed;              /* the processors the process could use at start */
   atomic_int cpu[MAX_THREADS];    /* per participant (0: the caller): its processor, or -1 */
@@ -113,7 +113,7 @@ static void spread_out(int me) {
   }
 }
 
-/* Spins for the next job, then sleeps until one comes; a hold (workers_hold) keeps it spinning,
+/* Spins for the next job, then sleeps until one comes; a hold (cpu_workers_hold) keeps it spinning,
  * and one begun while it sleeps wakes it. Thread `me` looks for a free processor as it spins. */
 static unsigned long wait_for_job(unsigned long seen, int me) {
   for (;;) {
@@ -144,7 +144,7 @@ static unsigned long wait_for_job(unsigned long seen, int me) {
 
 static _Thread_local int inside_job; /* parts of a pool job this thread is running */
 
-bool workers_inside_job(void) { return inside_job > 0; }
+bool cpu_workers_inside_job(void) { return inside_job > 0; }
 
 /* Claims and runs whatever parts of the current job are still unclaimed, thread `me` starting
  * from the first part of its share (parts are shared out in order, thread i's share the i-th
@@ -197,8 +197,8 @@ static void start_threads(void) {
   atomic_store(&pool.threads, started);
 }
 
-void workers_hold(void) {
-  if (workers_available() < 2) return;
+void cpu_workers_hold(void) {
+  if (cpu_workers_available() < 2) return;
   atomic_fetch_add_explicit(&pool.holds, 1, memory_order_relaxed);
   pthread_mutex_lock(&pool.lock);
   pool.holds_begun++;
@@ -206,23 +206,23 @@ void workers_hold(void) {
   pthread_mutex_unlock(&pool.lock);
 }
 
-void workers_release(void) {
-  if (workers_available() < 2) return;
+void cpu_workers_release(void) {
+  if (cpu_workers_available() < 2) return;
   atomic_fetch_sub_explicit(&pool.holds, 1, memory_order_relaxed);
 }
 
-int workers_available(void) {
+int cpu_workers_available(void) {
   pthread_once(&pool.once, start_threads);
   return atomic_load_explicit(&pool.threads, memory_order_relaxed);
 }
 
-int workers_parts(void) {
-  int threads = workers_available();
+int cpu_workers_parts(void) {
+  int threads = cpu_workers_available();
   return threads > 1 ? threads * PARTS_PER_THREAD : 1;
 }
 
-void workers_run(workers_fn fn, void *arg, int parts) {
-  if (parts > 1 && parts <= MAX_PARTS && workers_available() > 1 &&
+void cpu_workers_run(cpu_workers_fn fn, void *arg, int parts) {
+  if (parts > 1 && parts <= MAX_PARTS && cpu_workers_available() > 1 &&
       pthread_mutex_trylock(&pool.busy) == 0) {
     atomic_store_explicit(&pool.cpu[0], sched_getcpu(), memory_order_relaxed);
     pool.fn = fn, pool.arg = arg;
@@ -242,11 +242,11 @@ void workers_run(workers_fn fn, void *arg, int parts) {
   for (int part = 0; part < parts; part++) fn(arg, part);
 }
 
-void workers_tapered_range(long total, int parts, int part, long *first, long *last) {
-  int threads = workers_available();
-  /* a share with no more items than parts: one item a part, as workers_range cuts it */
+void cpu_workers_tapered_range(long total, int parts, int part, long *first, long *last) {
+  int threads = cpu_workers_available();
+  /* a share with no more items than parts: one item a part, as cpu_workers_range cuts it */
   if (parts < threads || parts % threads != 0 || total <= parts) {
-    workers_range(total, parts, part, first, last);
+    cpu_workers_range(total, parts, part, first, last);
     return;
   }
   int per_share = parts / threads, share = part / per_share;

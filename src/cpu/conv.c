@@ -2,23 +2,23 @@
  * Convolution forms that MLX's CPU backend runs through per-element loops or an im2col copy,
  * recast on the CPU device into MLX operations that are vectorised or served by BLAS there (MLX's
  * CPU convolution takes its im2col + BLAS path only for ungrouped, undilated correlations): a
- * depthwise convolution runs as depthwise_loop.c's host loop over contiguous channels; other
+ * depthwise convolution runs as conv_depthwise.c's host loop over contiguous channels; other
  * grouped convolutions run group by group (conv.c concatenates them); a 1x1 convolution is one
  * matrix product, its bias added by BLAS (addmm); another stride-1 convolution from about a MiB
  * of im2col columns is one product per kernel tap over shifted blocks of the flattened input;
- * any other ungrouped one is an im2col copy (im2col_loop.c) and one product over its packed
+ * any other ungrouped one is an im2col copy (conv_im2col.c) and one product over its packed
  * weight; and a ConvTranspose whose kernel equals its stride is one matrix product whose columns
  * interleave back into space. Each notes its path for the verbose summary. Measured in
  * docs/BENCHMARKS.md (PP-OCR's depthwise and pointwise layers, PP-OCRv4 det's upsamplers, rec's
  * stem and neck); the GPU keeps MLX's own convolution. Each form's weight operand (per-tap rows,
  * the transposed matrix, the packed im2col matrix) is made from a constant weight once at plan
- * build (conv_cpu_prepare, called by conv.c's prepare hooks) and rebuilt per translation only for
+ * build (cpu_conv_prepare, called by conv.c's prepare hooks) and rebuilt per translation only for
  * weights computed in the graph; both routes give the same values in the same layout roles.
  */
-#include "blas/sgemm.h"
-#include "ops/conv.h"
-#include "ops/host_math.h"
-#include "ops/matmul_cpu.h"
+#include "cpu/sgemm/sgemm.h"
+#include "cpu/conv.h"
+#include "cpu/math.h"
+#include "cpu/matmul.h"
 #include "plan/translate.h"
 
 #include <stdint.h>
@@ -32,7 +32,7 @@ static int out_extent(int in, int lo, int hi, int k, int dil, int stride) {
   return padded < span ? 0 : (padded - span) / stride + 1;
 }
 
-bool conv_cpu_depthwise_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
+bool cpu_conv_depthwise_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
                                 const int *lo, const int *hi, const int *idil, bool flip) {
   if (t->mx->device != MX_DEVICE_CPU || flip || groups == 1) return false;
   if (mx_dtype_of(x) != MX_FLOAT32 || mx_dim(w, -1) != 1 || mx_dim(w, 0) != groups ||
@@ -71,10 +71,10 @@ static int window_of(tr_ctx *t, mx_array x, mx_array w, int nd, const int *strid
   return MX_OK;
 }
 
-/* y = sum over taps of x[window at tap] * w[:, tap] (+ bias), by depthwise_loop.c's host loop;
+/* y = sum over taps of x[window at tap] * w[:, tap] (+ bias), by conv_depthwise.c's host loop;
  * x [N, s..., C] and w [C, k..., 1], both channels-last; rows: w's prepared [taps, C] rows, or
  * NULL. A bias that is not float32 [C] is added after the loop. */
-int conv_cpu_depthwise(tr_ctx *t, mx_array x, mx_array w, mx_array rows, mx_array bias, int nd,
+int cpu_conv_depthwise(tr_ctx *t, mx_array x, mx_array w, mx_array rows, mx_array bias, int nd,
                        const int *stride, const int *lo, const int *hi, const int *kdil,
                        mx_array *y) {
   conv_window g;
@@ -84,14 +84,14 @@ int conv_cpu_depthwise(tr_ctx *t, mx_array x, mx_array w, mx_array rows, mx_arra
     TR_TRY(depthwise_rows(t, w, &rows));
   bool fuse_bias = bias && mx_dtype_of(bias) == MX_FLOAT32 && mx_ndim(bias) == 1 &&
                    mx_dim(bias, 0) == g.c;
-  TR_TRY(depthwise_loop_build(t, x, rows, fuse_bias ? bias : NULL, &g, y));
+  TR_TRY(cpu_conv_depthwise_loop(t, x, rows, fuse_bias ? bias : NULL, &g, y));
   if (bias && !fuse_bias) TR_TRY(mx_binary(t->mx, y, MX_ADD, *y, bias));
   tr_note_path(t, fuse_bias ? "depthwise loop with bias (CPU)" : "depthwise loop (CPU)");
   return MX_OK;
 }
 
-bool conv_cpu_split_groups(const tr_ctx *t, int groups) {
-  return t->mx->device == MX_DEVICE_CPU && groups > 1 && groups <= CONV_CPU_MAX_SPLIT;
+bool cpu_conv_split_groups(const tr_ctx *t, int groups) {
+  return t->mx->device == MX_DEVICE_CPU && groups > 1 && groups <= CPU_CONV_MAX_SPLIT;
 }
 
 /* w [O, k..., C] as the right operand [C, O * K] of a product over channels: a transposed view,
@@ -112,7 +112,7 @@ static int matmul_weight_of(tr_ctx *t, mx_array w, mx_array wm, mx_array *w2) {
   return matmul_weight(t, w, w2);
 }
 
-bool conv_cpu_pointwise_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
+bool cpu_conv_pointwise_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
                                 const int *lo, const int *hi, const int *idil, bool flip) {
   if (t->mx->device != MX_DEVICE_CPU || flip || groups != 1 || mx_dtype_of(x) != MX_FLOAT32)
     return false;
@@ -127,7 +127,7 @@ bool conv_cpu_pointwise_applies(const tr_ctx *t, mx_array x, mx_array w, int nd,
  * through a broadcast add afterwards, which MLX runs in its strided (scalar) loop; another bias
  * is added after. addmm fixes its broadcast at trace time, which is sound here: Conv groups
  * compile keyed on shapes, never shapeless. */
-int conv_cpu_pointwise(tr_ctx *t, mx_array x, mx_array w, mx_array wm, mx_array packed,
+int cpu_conv_pointwise(tr_ctx *t, mx_array x, mx_array w, mx_array wm, mx_array packed,
                        mx_array bias, int nd, const int *stride, mx_array *y) {
   int rank = nd + 2, c = mx_dim(x, -1), o = mx_dim(w, 0);
   int start[MX_MAX_RANK] = {0}, stop[MX_MAX_RANK], steps[MX_MAX_RANK], shape[MX_MAX_RANK];
@@ -144,10 +144,10 @@ int conv_cpu_pointwise(tr_ctx *t, mx_array x, mx_array w, mx_array wm, mx_array 
   TR_TRY(matmul_weight_of(t, w, wm, &w2));
   bool fuse_bias = bias && mx_dtype_of(bias) == MX_FLOAT32 && mx_dtype_of(x) == MX_FLOAT32 &&
                    mx_ndim(bias) == 1 && mx_dim(bias, 0) == o;
-  if (matmul_cpu_applies(t, x, w2, packed)) {
+  if (cpu_matmul_applies(t, x, w2, packed)) {
     /* the kernel takes x's leading axes as rows itself: no reshape either side (each is an
      * operation of the Run's graph) */
-    TR_TRY(matmul_cpu_build(t, x, w2, packed, fuse_bias ? bias : NULL, y));
+    TR_TRY(cpu_matmul_build(t, x, w2, packed, fuse_bias ? bias : NULL, y));
     tr_note_path(t, fuse_bias ? "pointwise matmul on packed weight with bias (CPU)"
                               : "pointwise matmul on packed weight (CPU)");
     return bias && !fuse_bias ? mx_binary(t->mx, y, MX_ADD, *y, bias) : MX_OK;
@@ -161,7 +161,7 @@ int conv_cpu_pointwise(tr_ctx *t, mx_array x, mx_array w, mx_array wm, mx_array 
   return bias && !fuse_bias ? mx_binary(t->mx, y, MX_ADD, *y, bias) : MX_OK;
 }
 
-bool conv_cpu_taps_gemm_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
+bool cpu_conv_taps_gemm_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
                                 const int *stride, const int *lo, const int *hi, const int *idil,
                                 bool flip) {
   if (t->mx->device != MX_DEVICE_CPU || flip || groups != 1 || mx_dtype_of(x) != MX_FLOAT32 ||
@@ -195,7 +195,7 @@ static int tap_matrices(tr_ctx *t, mx_array w, mx_array *mats) {
  * positions whose window would leave the padded input (their rows are cut off at the end).
  * BLAS accumulates each tap onto the previous sum (addmm), the first onto the bias when it is
  * float32 [O]; a broadcast fixed at trace time, sound because Conv compiles keyed on shapes. */
-int conv_cpu_taps_gemm(tr_ctx *t, mx_array x, mx_array w, mx_array mats, mx_array bias, int nd,
+int cpu_conv_taps_gemm(tr_ctx *t, mx_array x, mx_array w, mx_array mats, mx_array bias, int nd,
                        const int *lo, const int *hi, const int *kdil, mx_array *y) {
   int rank = nd + 2, n = mx_dim(x, 0), c = mx_dim(x, -1), o = mx_dim(w, 0), taps = 1;
   int plo[MX_MAX_RANK] = {0}, phi[MX_MAX_RANK] = {0}, padded[MX_MAX_RANK], out[MX_MAX_RANK];
@@ -260,11 +260,11 @@ static int im2col_weight(tr_ctx *t, mx_array w, mx_array *w2) {
   return mx_transpose(t->mx, w2, *w2, perm, 2);
 }
 
-bool conv_cpu_im2col_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
+bool cpu_conv_im2col_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
                              const int *lo, const int *hi, const int *idil, bool flip) {
-  if (t->mx->device != MX_DEVICE_CPU || t->trace == TR_TRACE_SHAPELESS || !hm_enabled() ||
-      !ep_sgemm_own_serves() || flip || groups != 1 || mx_dtype_of(x) != MX_FLOAT32 ||
-      mx_dtype_of(w) != MX_FLOAT32 || mx_size(x) == 0)
+  if (t->mx->device != MX_DEVICE_CPU || t->trace == TR_TRACE_SHAPELESS ||
+      !cpu_host_kernels_enabled() || !cpu_sgemm_own_serves() || flip || groups != 1 ||
+      mx_dtype_of(x) != MX_FLOAT32 || mx_dtype_of(w) != MX_FLOAT32 || mx_size(x) == 0)
     return false;
   for (int i = 0; i < nd; i++)
     if (idil[i] != 1 || lo[i] < 0 || hi[i] < 0) return false;
@@ -272,35 +272,35 @@ bool conv_cpu_im2col_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, in
 }
 
 /* y = im2col(x) @ w's [taps * C, O] matrix, packed (+ bias [O] when float32, in the product):
- * two host kernels (im2col_loop.c, matmul_cpu.c); an elementwise chain reading only y folds
+ * two host kernels (conv_im2col.c, cpu/matmul.c); an elementwise chain reading only y folds
  * into the product as its epilogue. packed: the matrix packed at plan build, or NULL (a weight
  * computed in the graph, packed here on every Run). */
-int conv_cpu_im2col(tr_ctx *t, mx_array x, mx_array w, mx_array packed, mx_array bias, int nd,
+int cpu_conv_im2col(tr_ctx *t, mx_array x, mx_array w, mx_array packed, mx_array bias, int nd,
                     const int *stride, const int *lo, const int *hi, const int *kdil,
                     mx_array *y) {
   conv_window g;
   TR_TRY(window_of(t, x, w, nd, stride, lo, hi, kdil, &g));
   mx_array cols, w2;
-  TR_TRY(im2col_loop_build(t, x, &g, &cols));
+  TR_TRY(cpu_conv_im2col_loop(t, x, &g, &cols));
   TR_TRY(im2col_weight(t, w, &w2));
   long k = mx_dim(w2, 0), o = mx_dim(w2, 1);
-  if (!matmul_cpu_packed_for(packed, k, o))
-    TR_TRY(matmul_cpu_prepare(t, w2, &packed));
-  if (!matmul_cpu_applies(t, cols, w2, packed))
+  if (!cpu_matmul_packed_for(packed, k, o))
+    TR_TRY(cpu_matmul_prepare(t, w2, &packed));
+  if (!cpu_matmul_applies(t, cols, w2, packed))
     return tr_fail(t, "the im2col product's %ld x %ld weight cannot be packed", k, o);
   int shape[MX_MAX_RANK] = {g.n};
   for (int i = 0; i < nd; i++) shape[1 + i] = g.out[3 - nd + i];
   shape[nd + 1] = (int)o;
   bool fuse_bias = bias && mx_dtype_of(bias) == MX_FLOAT32 && mx_ndim(bias) == 1 &&
                    mx_dim(bias, 0) == o;
-  TR_TRY(matmul_cpu_build(t, cols, w2, packed, fuse_bias ? bias : NULL, y));
+  TR_TRY(cpu_matmul_build(t, cols, w2, packed, fuse_bias ? bias : NULL, y));
   TR_TRY(mx_reshape(t->mx, y, *y, shape, nd + 2));
   if (bias && !fuse_bias) TR_TRY(mx_binary(t->mx, y, MX_ADD, *y, bias));
   tr_note_path(t, fuse_bias ? "im2col product with bias (CPU)" : "im2col product (CPU)");
   return MX_OK;
 }
 
-bool conv_cpu_transpose_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
+bool cpu_conv_transpose_applies(const tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
                                 const int64_t *stride, const int64_t *dilation) {
   if (t->mx->device != MX_DEVICE_CPU || groups != 1 || mx_dtype_of(x) != MX_FLOAT32 ||
       2 * nd + 2 > MX_MAX_RANK)
@@ -315,7 +315,7 @@ bool conv_cpu_transpose_applies(const tr_ctx *t, mx_array x, mx_array w, int nd,
  * ([N, d..., M, k...] -> [N, d1, k1, d2, k2, ..., M]); then the window [head, head + out) of
  * each axis is taken, zero beyond the full extent. MLX's CPU path would correlate the
  * stride-dilated input element by element. x [N, d..., C]; w [M, k..., C] (regrouped). */
-int conv_cpu_transpose(tr_ctx *t, mx_array x, mx_array w, mx_array wm, int nd,
+int cpu_conv_transpose(tr_ctx *t, mx_array x, mx_array w, mx_array wm, int nd,
                        const int *head, const int *out, mx_array *y) {
   int c = mx_dim(x, -1), m = mx_dim(w, 0);
   int shape[MX_MAX_RANK], perm[MX_MAX_RANK];
@@ -359,7 +359,7 @@ int conv_cpu_transpose(tr_ctx *t, mx_array x, mx_array w, mx_array wm, int nd,
  * matrix, a view of w. *packed: the 1x..x1 matrix, or any other ungrouped kernel's [taps * C, O]
  * im2col matrix, packed for the plugin's product. NULL where no form can apply to this weight;
  * the translator still checks the live shapes before taking a form. */
-int conv_cpu_prepare(tr_ctx *t, const ir_node *n, mx_array w, bool transposed, mx_array *form,
+int cpu_conv_prepare(tr_ctx *t, const ir_node *n, mx_array w, bool transposed, mx_array *form,
                      mx_array *packed) {
   *form = *packed = NULL;
   int nd = mx_ndim(w) - 2;
@@ -382,12 +382,12 @@ int conv_cpu_prepare(tr_ctx *t, const ir_node *n, mx_array w, bool transposed, m
     if (unit_strides) TR_TRY(tap_matrices(t, w, form));
     mx_array w2;
     TR_TRY(im2col_weight(t, w, &w2));
-    return matmul_cpu_prepare(t, w2, packed);
+    return cpu_matmul_prepare(t, w2, packed);
   }
   for (int i = 0; i < nd; i++) {
     int64_t stride = s && s->type == IR_ATTR_INTS && s->count == (size_t)nd ? s->ints[i] : 1;
     if (mx_dim(w, i + 1) != (transposed ? stride : 1)) return MX_OK;
   }
   TR_TRY(matmul_weight(t, w, form));
-  return transposed ? MX_OK : matmul_cpu_prepare(t, *form, packed);
+  return transposed ? MX_OK : cpu_matmul_prepare(t, *form, packed);
 }

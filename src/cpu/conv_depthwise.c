@@ -14,14 +14,14 @@
  * do; this core issues one 8-float multiply-add or one multiply and one add a cycle, yet the
  * loop ran 17-37% faster fused: PP-OCR's 240-channel 5x5 layer on one core 473 -> 395 us, its
  * 128-channel 3x3 one 213 -> 156 us), taps in row-major order.
- * Output rows are split over the cores (blas/workers.c) from about 10^5 products up; each output
+ * Output rows are split over the cores (cpu/workers.c) from about 10^5 products up; each output
  * is computed by one thread in the same order, so the split changes no bits. An elementwise chain
  * reading only the convolution folds in as the kernel's epilogue (mx_fold_epilogue), applied to
  * each output row as it is finished.
  */
-#include "blas/workers.h"
-#include "ops/conv.h"
-#include "ops/host_simd.h"
+#include "cpu/workers.h"
+#include "cpu/conv.h"
+#include "cpu/simd.h"
 
 /* Multiply-adds contracted into FMA in the x86-64-v3 build of the loop (depthwise_rows). */
 #pragma GCC optimize("fp-contract=fast")
@@ -145,7 +145,7 @@ interior_block(const conv_window *g, const float *x, const float *rows, const fl
  * one core, its 3x3 ones 0.38 -> 0.19 ms; the same bits). K and OW are constants at each call,
  * so the loops unroll into registers: OW accumulators, K weights, an input and a product fit
  * AVX2's sixteen. */
-HOST_INLINE void slide_block(const int K, const int OW, const float *x, const float *rows,
+CPU_INLINE void slide_block(const int K, const int OW, const float *x, const float *rows,
                              const float *bias, float *acc, const long *x_row,
                              const long *w_row, int n_rows, int col0, int c) {
   for (int cb = 0; cb < c; cb += 8) {
@@ -177,7 +177,7 @@ HOST_INLINE void slide_block(const int K, const int OW, const float *x, const fl
 /* Outputs [lo, hi) of one row, all clear of the padding along w, OW at a time through
  * slide_block; a last partial block is taken as the OW outputs ending at hi (recomputing some,
  * to the same bits). hi - lo >= OW. */
-HOST_INLINE void slide_span(const int K, const int OW, const float *x, const float *rows,
+CPU_INLINE void slide_span(const int K, const int OW, const float *x, const float *rows,
                             const float *bias, float *out, const long *x_row, const long *w_row,
                             int n_rows, int lo, int hi, int pad, int c) {
   for (int ow = lo; ow < hi; ow += OW) {
@@ -190,7 +190,7 @@ HOST_INLINE void slide_span(const int K, const int OW, const float *x, const flo
  * in whole 8-float vectors, the outputs whose taps all lie inside the input along w go through
  * slide_block (kernels 3 and 5 wide at stride 1 along w) or OW_BLOCK at a time through
  * interior_block; the rest, and every other geometry, take position_sum. */
-HOST_CLONES_FMA
+CPU_CLONES_FMA
 static void depthwise_rows(const conv_window *g, const float *x, const float *rows,
                            const float *bias, const mx_host_tensor *out_view, long first,
                            long last) {
@@ -255,11 +255,11 @@ typedef struct depthwise_job {
 static void depthwise_part(void *arg, int part) {
   const depthwise_job *j = arg;
   long first, last;
-  workers_range(j->rows_total, j->parts, part, &first, &last);
+  cpu_workers_range(j->rows_total, j->parts, part, &first, &last);
   if (first < last) depthwise_rows(j->g, j->x, j->rows, j->bias, j->out, first, last);
 }
 
-/* Output rows are split over the cores (blas/workers.c) once there is enough work. */
+/* Output rows are split over the cores (cpu/workers.c) once there is enough work. */
 static void depthwise_loop(const mx_host_tensor *in, int n_in, const mx_host_tensor *out,
                            const void *params) {
   const conv_window *g = params;
@@ -268,12 +268,12 @@ static void depthwise_loop(const mx_host_tensor *in, int n_in, const mx_host_ten
   if (j.rows_total == 0) return;
   long taps = (long)g->k[0] * g->k[1] * g->k[2];
   double work = (double)j.rows_total * g->out[2] * taps * g->c;
-  if (work >= PARALLEL_MIN_PRODUCTS) j.parts = workers_parts();
+  if (work >= PARALLEL_MIN_PRODUCTS) j.parts = cpu_workers_parts();
   if (j.parts > j.rows_total) j.parts = (int)j.rows_total;
-  workers_run(depthwise_part, &j, j.parts);
+  cpu_workers_run(depthwise_part, &j, j.parts);
 }
 
-int depthwise_loop_build(tr_ctx *t, mx_array x, mx_array rows, mx_array bias,
+int cpu_conv_depthwise_loop(tr_ctx *t, mx_array x, mx_array rows, mx_array bias,
                          const conv_window *g, mx_array *y) {
   mx_array ins[3] = {x, rows, bias};
   int shape[MX_MAX_RANK], nd = mx_ndim(x) - 2;

@@ -3,13 +3,13 @@
  * Add, Mul, Mul, as exported from frameworks that predate ONNX's Gelu), Swish as x * Sigmoid(x),
  * layer normalisation spelled in nine nodes (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div,
  * Mul, Add, as paddle2onnx and older exporters write it), a Softmax whose input was
- * scaled by a constant and had a mask added (attention), both for host_math.c, and chains of
+ * scaled by a constant and had a mask added (attention), both for math.c, and chains of
  * elementwise steps with constants (HardSwish's four-node spelling among them) for
- * host_chain.c. Matching walks back from the chain's last node through producers; every inner
+ * chain.c. Matching walks back from the chain's last node through producers; every inner
  * value must be read only inside the chain and not be an output, and every constant must hold
  * one element whose rank does not widen the result.
  */
-#include "ops/host_patterns.h"
+#include "cpu/patterns.h"
 
 #include <math.h>
 #include <string.h>
@@ -67,7 +67,7 @@ static bool one_plus_erf_of(tr_ctx *t, int a, int x, int rank) {
   return false;
 }
 
-int hp_gelu_input(tr_ctx *t, const ir_node *n) {
+int cpu_match_gelu_input(tr_ctx *t, const ir_node *n) {
   /* the three factors: one of n's inputs is a Mul of two of them */
   for (int e = 0; e < 2; e++) {
     const ir_node *m = producer(t, n->inputs[e], "Mul");
@@ -85,17 +85,17 @@ int hp_gelu_input(tr_ctx *t, const ir_node *n) {
   return IR_NONE;
 }
 
-const ir_node *hp_only_reader(const tr_ctx *t, int v) {
+const ir_node *cpu_match_only_reader(const tr_ctx *t, int v) {
   return inner(t, v) ? &t->g->nodes[t->g->values[v].first_readers[0]] : NULL;
 }
 
-bool hp_erf_in_gelu(tr_ctx *t, const ir_node *n) {
-  const ir_node *add = hp_only_reader(t, n->outputs[0]);
-  const ir_node *mul = add ? hp_only_reader(t, add->outputs[0]) : NULL;
+bool cpu_match_erf_in_gelu(tr_ctx *t, const ir_node *n) {
+  const ir_node *add = cpu_match_only_reader(t, n->outputs[0]);
+  const ir_node *mul = add ? cpu_match_only_reader(t, add->outputs[0]) : NULL;
   if (!mul || strcmp(mul->op_type, "Mul") != 0) return false;
-  if (hp_gelu_input(t, mul) != IR_NONE) return true; /* (1 + erf) * ... was the last Mul */
-  const ir_node *last = hp_only_reader(t, mul->outputs[0]);
-  return last && strcmp(last->op_type, "Mul") == 0 && hp_gelu_input(t, last) != IR_NONE;
+  if (cpu_match_gelu_input(t, mul) != IR_NONE) return true; /* (1 + erf) * ... was the last Mul */
+  const ir_node *last = cpu_match_only_reader(t, mul->outputs[0]);
+  return last && strcmp(last->op_type, "Mul") == 0 && cpu_match_gelu_input(t, last) != IR_NONE;
 }
 
 /* Value v is x * beta (a Mul by a one-element float constant, either way round) that nothing
@@ -110,7 +110,7 @@ static bool scaled_by_constant(tr_ctx *t, int v, int x, double *beta) {
   return false;
 }
 
-int hp_swish_input(tr_ctx *t, const ir_node *n, float *beta) {
+int cpu_match_swish_input(tr_ctx *t, const ir_node *n, float *beta) {
   for (int e = 0; e < 2; e++) {
     const ir_node *s = producer(t, n->inputs[e], "Sigmoid");
     int x = n->inputs[1 - e];
@@ -124,11 +124,11 @@ int hp_swish_input(tr_ctx *t, const ir_node *n, float *beta) {
   return IR_NONE;
 }
 
-bool hp_sigmoid_in_swish(tr_ctx *t, const ir_node *n) {
-  const ir_node *mul = hp_only_reader(t, n->outputs[0]);
+bool cpu_match_sigmoid_in_swish(tr_ctx *t, const ir_node *n) {
+  const ir_node *mul = cpu_match_only_reader(t, n->outputs[0]);
   float beta;
   return mul && strcmp(mul->op_type, "Mul") == 0 && mul->domain[0] == 0 &&
-         hp_swish_input(t, mul, &beta) != IR_NONE;
+         cpu_match_swish_input(t, mul, &beta) != IR_NONE;
 }
 
 /* Value v is ReduceMean(of) over the last axis with its dims kept (axes as the attribute or,
@@ -163,7 +163,7 @@ static bool square_of(tr_ctx *t, int v, int d, int d_reads) {
   return d_reads == 3 && mul && mul->inputs[0] == d && mul->inputs[1] == d;
 }
 
-bool hp_layer_norm_of(tr_ctx *t, const ir_node *n, hp_layer_norm *ln) {
+bool cpu_match_layer_norm_of(tr_ctx *t, const ir_node *n, cpu_match_layer_norm *ln) {
   for (int e = 0; e < 2; e++) {
     const ir_node *mul = producer(t, n->inputs[e], "Mul");
     if (!mul || !inner(t, n->inputs[e])) continue;
@@ -187,7 +187,7 @@ bool hp_layer_norm_of(tr_ctx *t, const ir_node *n, hp_layer_norm *ln) {
         if (!constant_scalar(t, add->inputs[1 - g], 1, &eps)) continue;
         int sq = last_axis_mean(t, var);
         if (sq == IR_NONE || !square_of(t, sq, d, reads)) continue;
-        *ln = (hp_layer_norm){x, mul->inputs[1 - f], n->inputs[1 - e], (float)eps};
+        *ln = (cpu_match_layer_norm){x, mul->inputs[1 - f], n->inputs[1 - e], (float)eps};
         return true;
       }
     }
@@ -202,7 +202,7 @@ static bool same_shape(mx_array a, mx_array b) {
   return true;
 }
 
-bool hp_sum_of(tr_ctx *t, int v, int *a, int *b) {
+bool cpu_match_sum_of(tr_ctx *t, int v, int *a, int *b) {
   const ir_node *add = producer(t, v, "Add");
   if (!add || !inner(t, v) || !t->values[v]) return false;
   *a = add->inputs[0], *b = add->inputs[1];
@@ -225,8 +225,8 @@ static bool mask_fits(mx_array mask, mx_array scores) {
   return true;
 }
 
-void hp_softmax_input_of(tr_ctx *t, const ir_node *softmax, hp_softmax_input *in) {
-  *in = (hp_softmax_input){softmax->inputs[0], IR_NONE, 1.0f};
+void cpu_match_softmax_input_of(tr_ctx *t, const ir_node *softmax, cpu_match_softmax_input *in) {
+  *in = (cpu_match_softmax_input){softmax->inputs[0], IR_NONE, 1.0f};
   const ir_node *add = producer(t, in->scores, "Add");
   if (add && inner(t, in->scores))
     for (int i = 0; i < 2; i++) {
@@ -250,18 +250,18 @@ void hp_softmax_input_of(tr_ctx *t, const ir_node *softmax, hp_softmax_input *in
   }
 }
 
-bool hp_attention_of(tr_ctx *t, const ir_node *n, hp_attention *a) {
+bool cpu_match_attention_of(tr_ctx *t, const ir_node *n, cpu_match_attention *a) {
   const ir_node *softmax = producer(t, n->inputs[0], "Softmax");
   if (!softmax || !inner(t, n->inputs[0]) || !t->values[softmax->inputs[0]]) return false;
   int rank = mx_ndim(t->values[softmax->inputs[0]]);
   int64_t axis = ir_attr_int(softmax, "axis", softmax->since_version < 13 ? 1 : -1);
   if (axis != -1 && axis != rank - 1) return false; /* coerced to 2-D, this is the last too */
-  hp_softmax_input in;
-  hp_softmax_input_of(t, softmax, &in);
+  cpu_match_softmax_input in;
+  cpu_match_softmax_input_of(t, softmax, &in);
   const ir_node *mm = producer(t, in.scores, "MatMul");
   if (!mm || !inner(t, in.scores) || !t->values[mm->inputs[0]] || !t->values[mm->inputs[1]])
     return false;
-  *a = (hp_attention){mm->inputs[0], mm->inputs[1], n->inputs[1], in.mask, in.scale};
+  *a = (cpu_match_attention){mm->inputs[0], mm->inputs[1], n->inputs[1], in.mask, in.scale};
   return true;
 }
 
@@ -272,11 +272,13 @@ bool hp_attention_of(tr_ctx *t, const ir_node *n, hp_attention *a) {
  * many of them read *in (2 for HardSwish's); *rank: the largest rank of its constants, which
  * must not exceed the chain input's (they would widen the result). Decided from the graph alone:
  * a later node's inputs have no arrays yet when an earlier one asks whether the chain goes on. */
-static bool step_at(tr_ctx *t, const ir_node *n, hc_step *step, int *in, int *nodes, int *shared,
-                    int *rank) {
-  static const struct { const char *op; hc_op direct, reversed; } binary[] = {
-      {"Add", HC_ADD, HC_ADD}, {"Mul", HC_MUL, HC_MUL}, {"Sub", HC_SUB, HC_SUB_FROM},
-      {"Div", HC_DIV, HC_DIV_INTO}, {"Max", HC_MAX, HC_MAX}, {"Min", HC_MIN, HC_MIN}};
+static bool step_at(tr_ctx *t, const ir_node *n, cpu_chain_step *step, int *in, int *nodes,
+                    int *shared, int *rank) {
+  static const struct { const char *op; cpu_chain_op direct, reversed;
+  } binary[] = {
+      {"Add", CPU_CHAIN_ADD, CPU_CHAIN_ADD},      {"Mul", CPU_CHAIN_MUL, CPU_CHAIN_MUL},
+      {"Sub", CPU_CHAIN_SUB, CPU_CHAIN_SUB_FROM}, {"Div", CPU_CHAIN_DIV, CPU_CHAIN_DIV_INTO},
+      {"Max", CPU_CHAIN_MAX, CPU_CHAIN_MAX},      {"Min", CPU_CHAIN_MIN, CPU_CHAIN_MIN}};
   enum { ANY = MX_MAX_RANK };
   if (n->domain[0] != 0 || n->n_inputs < 1 || n->inputs[0] == IR_NONE) return false;
   *nodes = 1, *shared = 1, *rank = 0;
@@ -295,7 +297,7 @@ static bool step_at(tr_ctx *t, const ir_node *n, hc_step *step, int *in, int *no
       if (!add || !inner(t, clip->inputs[0])) continue;
       for (int j = 0; j < 2; j++)
         if (add->inputs[j] == x && constant_near(t, add->inputs[1 - j], ANY, 3.0)) {
-          *step = (hc_step){HC_HARDSWISH, 0, 0}, *in = x, *nodes = 4, *shared = 2;
+          *step = (cpu_chain_step){CPU_CHAIN_HARDSWISH, 0, 0}, *in = x, *nodes = 4, *shared = 2;
           *rank = mx_ndim(t->const_values[n->inputs[1]]);
           int r = mx_ndim(t->const_values[add->inputs[1 - j]]);
           *rank = r > *rank ? r : *rank;
@@ -310,14 +312,15 @@ static bool step_at(tr_ctx *t, const ir_node *n, hc_step *step, int *in, int *no
       if (v == IR_NONE || (t->const_values && t->const_values[v]) ||
           !constant_scalar(t, other, ANY, &c))
         continue;
-      *step = (hc_step){i == 0 ? binary[k].direct : binary[k].reversed, (float)c, 0}, *in = v;
+      *step = (cpu_chain_step){i == 0 ? binary[k].direct : binary[k].reversed, (float)c, 0},
+      *in = v;
       *rank = mx_ndim(t->const_values[other]);
       return true;
     }
     return false;
   }
   if (strcmp(n->op_type, "Relu") == 0) {
-    *step = (hc_step){HC_RELU, 0, 0}, *in = n->inputs[0];
+    *step = (cpu_chain_step){CPU_CHAIN_RELU, 0, 0}, *in = n->inputs[0];
     return true;
   }
   if (strcmp(n->op_type, "Clip") == 0) {
@@ -328,7 +331,7 @@ static bool step_at(tr_ctx *t, const ir_node *n, hc_step *step, int *in, int *no
                (ir_has_input(n, 2) && !constant_scalar(t, n->inputs[2], 1, &hi))) {
       return false;
     }
-    *step = (hc_step){HC_CLIP, (float)lo, (float)hi}, *in = n->inputs[0];
+    *step = (cpu_chain_step){CPU_CHAIN_CLIP, (float)lo, (float)hi}, *in = n->inputs[0];
     return true; /* Clip's bounds never widen its input */
   }
   return false;
@@ -348,7 +351,7 @@ static bool continues(tr_ctx *t, int v) {
   if (v == IR_NONE || t->g->values[v].is_graph_output) return false;
   const ir_node *r[2], *last;
   int count = readers_of(t, v, r, 2), in, nodes, shared, rank;
-  hc_step step;
+  cpu_chain_step step;
   if (count == 1) return step_at(t, r[0], &step, &in, &nodes, &shared, &rank) && in == v;
   if (count != 2) return false;
   /* HardSwish on v: its Add feeds a Clip, then a Mul, then a Div whose step starts at v */
@@ -359,16 +362,16 @@ static bool continues(tr_ctx *t, int v) {
     if (readers_of(t, next[0]->outputs[0], next, 1) != 1) continue; /* the Mul */
     if (readers_of(t, next[0]->outputs[0], next, 1) != 1) continue; /* the Div */
     last = next[0];
-    if (step_at(t, last, &step, &in, &nodes, &shared, &rank) && step.op == HC_HARDSWISH &&
+    if (step_at(t, last, &step, &in, &nodes, &shared, &rank) && step.op == CPU_CHAIN_HARDSWISH &&
         in == v)
       return true;
   }
   return false;
 }
 
-bool hp_chain_ending_at(tr_ctx *t, const ir_node *n, hp_chain *chain) {
+bool cpu_match_chain_ending_at(tr_ctx *t, const ir_node *n, cpu_match_chain *chain) {
   int in, nodes, shared, rank, widest = 0;
-  hc_step step, reversed[HC_MAX_STEPS];
+  cpu_chain_step step, reversed[CPU_CHAIN_MAX_STEPS];
   if (!step_at(t, n, &step, &in, &nodes, &shared, &rank) || continues(t, n->outputs[0]))
     return false;
   chain->n_steps = chain->n_nodes = 0;
@@ -380,13 +383,13 @@ bool hp_chain_ending_at(tr_ctx *t, const ir_node *n, hp_chain *chain) {
     const ir_value *v = &t->g->values[in];
     const ir_node *p = v->producer != IR_NONE ? &t->g->nodes[v->producer] : NULL;
     chain->input_private = !v->is_graph_output && v->readers == shared;
-    if (chain->n_steps == HC_MAX_STEPS || !p || !chain->input_private ||
+    if (chain->n_steps == CPU_CHAIN_MAX_STEPS || !p || !chain->input_private ||
         !step_at(t, p, &step, &in, &nodes, &shared, &rank))
       break;
   }
   mx_array x = chain->input != IR_NONE ? t->values[chain->input] : NULL;
   if (!x || mx_dtype_of(x) != MX_FLOAT32 || widest > mx_ndim(x) ||
-      chain->n_nodes < HP_CHAIN_MIN_NODES)
+      chain->n_nodes < CPU_MATCH_CHAIN_MIN_NODES)
     return false;
   for (int i = 0; i < chain->n_steps; i++) chain->steps[i] = reversed[chain->n_steps - 1 - i];
   return true;

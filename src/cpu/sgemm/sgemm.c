@@ -1,17 +1,17 @@
 /*
  * The plugin's single-precision matrix product and the cblas_sgemm entry point that serves
  * libmlx's CPU matrix products. The product is blocked the usual way for caches (B packed in
- * KC x NC blocks, A in MC x KC blocks, register kernels of MR x NR in sgemm_kernel.c) and split
+ * KC x NC blocks, A in MC x KC blocks, register kernels of MR x NR in sgemm/kernel.c) and split
  * over the pool's threads (workers.c) by columns of C, or by rows when C is narrow, so every
  * element of C is computed by one thread in the same order whatever the thread count. On this
  * project's 2-core machine it runs MiniLM's products at ORT's MLAS speed, where Debian's
  * OpenBLAS ran them at 60-80 % of it (docs/BENCHMARKS.md). Packing reads any strides, so
  * transposed operands cost no copy.
  */
-#include "blas/sgemm.h"
+#include "cpu/sgemm/sgemm.h"
 
-#include "blas/sgemm_internal.h"
-#include "blas/workers.h"
+#include "cpu/sgemm/internal.h"
+#include "cpu/workers.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -34,8 +34,8 @@ static atomic_bool use_portable;
 static atomic_bool use_wide = true;
 static atomic_bool use_own = true;
 
-void ep_sgemm_use_portable(bool portable) { atomic_store(&use_portable, portable); }
-void ep_sgemm_use_avx512(bool avx512) { atomic_store(&use_wide, avx512); }
+void cpu_sgemm_use_portable(bool portable) { atomic_store(&use_portable, portable); }
+void cpu_sgemm_use_avx512(bool avx512) { atomic_store(&use_wide, avx512); }
 
 static sgemm_kernels kernels_now(void) {
   return sgemm_pick_kernels(atomic_load(&use_portable), atomic_load(&use_wide));
@@ -52,13 +52,13 @@ typedef struct product {
   long ldc;
   bool add; /* C holds beta * C already: add the product to it */
   sgemm_kernels kernels;
-  /* B packed ahead of time (ep_sgemm_pack) instead of b: every K block's panels, `width`
+  /* B packed ahead of time (cpu_sgemm_pack) instead of b: every K block's panels, `width`
    * columns a block, this product's columns starting at column `col0` */
   const float *packed;
   long width;
   int col0;
   const float *bias; /* with packed: a row added to every row of C, or NULL */
-  const ep_sgemm_post *post; /* with packed: applied to C's finished rows, or NULL */
+  const cpu_sgemm_post *post; /* with packed: applied to C's finished rows, or NULL */
 } product;
 
 static int min_int(int a, int b) { return a < b ? a : b; }
@@ -259,7 +259,7 @@ typedef struct split {
   const product *whole;
   int parts;
   bool by_columns;
-  int blocks; /* register blocks of columns (or rows), cut by workers_tapered_range */
+  int blocks; /* register blocks of columns (or rows), cut by cpu_workers_tapered_range */
   int chunks; /* by columns: pieces of rows a column block is cut into */
 } split;
 
@@ -280,7 +280,7 @@ static void run_rect(const split *s, int r0, int r1, int c0, int c1) {
   else product_unblocked(&p);
 }
 
-/* Part `part` of the split, from workers_tapered_range: each share's parts largest first and
+/* Part `part` of the split, from cpu_workers_tapered_range: each share's parts largest first and
  * tapering to one item, an item a column block (by columns) or a block of rows (by rows). A job
  * ends when its last part does: with equal parts (MiniLM's feed-forward products: 96 columns, or
  * 32 columns 1536 deep) the thread that finished first waited at every product for most of one
@@ -294,7 +294,7 @@ static void run_part(void *arg, int part) {
   const split *s = arg;
   const product *p = s->whole;
   long first, last;
-  workers_tapered_range((long)s->blocks * s->chunks, s->parts, part, &first, &last);
+  cpu_workers_tapered_range((long)s->blocks * s->chunks, s->parts, part, &first, &last);
   if (!s->by_columns) {
     run_rect(s, (int)first * SGEMM_MR, min_int((int)last * SGEMM_MR, p->m), 0, p->n);
     return;
@@ -330,11 +330,11 @@ static void run_part(void *arg, int part) {
  * process: 370 -> 367 and 385 -> 378 us). */
 static void run_split(const product *p) {
   double fmas = (double)p->m * p->n * p->k;
-  int threads = fmas < PARALLEL_MIN_FMAS || workers_inside_job() ? 1 : workers_available();
+  int threads = fmas < PARALLEL_MIN_FMAS || cpu_workers_inside_job() ? 1 : cpu_workers_available();
   int col_blocks = (p->n + SGEMM_NR - 1) / SGEMM_NR;
   split s = {p, 1, true, col_blocks, 1};
   if (threads > 1) {
-    int parts = workers_parts(); /* a few a thread (workers.h), none under PART_MIN_FMAS */
+    int parts = cpu_workers_parts(); /* a few a thread (workers.h), none under PART_MIN_FMAS */
     if (fmas / PART_MIN_FMAS < parts) parts = (int)(fmas / PART_MIN_FMAS);
     int row_blocks = (p->m + SGEMM_MR - 1) / SGEMM_MR;
     bool by_rows = p->packed && p->m > p->n && row_blocks >= 2 * threads &&
@@ -348,7 +348,7 @@ static void run_split(const product *p) {
            block_fmas / (s.chunks * 2) >= CHUNK_MIN_FMAS)
       s.chunks *= 2;
   }
-  workers_run(run_part, &s, s.parts);
+  cpu_workers_run(run_part, &s, s.parts);
 }
 
 /* C = beta * C, where the product itself adds nothing (k == 0 or alpha == 0). */
@@ -361,7 +361,7 @@ static void scale_c(int m, int n, float beta, float *c, long ldc) {
   }
 }
 
-void ep_sgemm(int m, int n, int k, float alpha, const float *a, long rsa, long csa,
+void cpu_sgemm(int m, int n, int k, float alpha, const float *a, long rsa, long csa,
               const float *b, long rsb, long csb, float beta, float *c, long ldc) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0 || alpha == 0.0f) {
@@ -375,19 +375,19 @@ void ep_sgemm(int m, int n, int k, float alpha, const float *a, long rsa, long c
   run_split(&p);
 }
 
-size_t ep_sgemm_packed_floats(int k, int n) {
+size_t cpu_sgemm_packed_floats(int k, int n) {
   return k > 0 && n > 0 ? (size_t)k * (size_t)round_up(n, SGEMM_NR) : 0;
 }
 
-void ep_sgemm_pack(int k, int n, const float *b, long rsb, long csb, float *packed) {
+void cpu_sgemm_pack(int k, int n, const float *b, long rsb, long csb, float *packed) {
   long width = round_up(n, SGEMM_NR);
   sgemm_kernels kernels = kernels_now();
   for (int pc = 0, step = k_step(k); pc < k; pc += step)
     pack_b(&kernels, b + pc * rsb, rsb, csb, min_int(step, k - pc), n, packed + pc * width);
 }
 
-void ep_sgemm_prepacked(int m, int n, int k, const float *a, long lda, const float *packed,
-                        const float *bias, const ep_sgemm_post *post, float *c, long ldc) {
+void cpu_sgemm_prepacked(int m, int n, int k, const float *a, long lda, const float *packed,
+                        const float *bias, const cpu_sgemm_post *post, float *c, long ldc) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
     for (int i = 0; i < m; i++) {
@@ -418,14 +418,14 @@ static void find_openblas(void) {
   if (handle) openblas_sgemm = (cblas_sgemm_fn)dlsym(handle, "cblas_sgemm");
 }
 
-bool ep_sgemm_use_own(bool own) {
+bool cpu_sgemm_use_own(bool own) {
   pthread_once(&openblas_once, find_openblas);
   bool own_serves = own || !openblas_sgemm;
   atomic_store(&use_own, own_serves);
   return own_serves;
 }
 
-bool ep_sgemm_own_serves(void) { return atomic_load(&use_own); }
+bool cpu_sgemm_own_serves(void) { return atomic_load(&use_own); }
 
 static bool valid_trans(int t) { return t == NO_TRANS || t == TRANS || t == CONJ_TRANS; }
 
@@ -453,6 +453,6 @@ cblas_sgemm(int order, int trans_a, int trans_b, int m, int n, int k, float alph
   /* each leading dimension must span its matrix's rows (row-major terms, after the swap) */
   if (lda < (ta ? m : k) || lda < 1 || ldb < (tb ? k : n) || ldb < 1 || ldc < n || ldc < 1)
     return;
-  ep_sgemm(m, n, k, alpha, a, ta ? 1 : lda, ta ? lda : 1, b, tb ? 1 : ldb, tb ? ldb : 1, beta,
+  cpu_sgemm(m, n, k, alpha, a, ta ? 1 : lda, ta ? lda : 1, b, tb ? 1 : ldb, tb ? ldb : 1, beta,
            c, ldc);
 }

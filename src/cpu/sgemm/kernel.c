@@ -8,7 +8,7 @@
  * store step: overwrite or add, and a partial block (at the right or bottom edge) through a
  * scratch tile.
  */
-#include "blas/sgemm_internal.h"
+#include "cpu/sgemm/internal.h"
 
 
 /* Stores the 6 x 16 tile acc into C's m x n corner: overwriting C when add is 0 (C is not read,
@@ -95,8 +95,9 @@ _Static_assert(SGEMM_MR == 6, "the AVX2 kernels hold 6 rows, the tail tables 1 t
 /* Asks for the m rows of the C tile (width floats: 16, one or two lines a row, or the pair
  * kernel's 32, two or three) before the steps over k, which outlast fetching them. MLX gives
  * each product's output a buffer from its cache, which hands back the buffer freed longest ago,
- * so C is often out of cache, and each row's store waited on its lines at the end of the tile (MiniLM's 36 products on one core, each into a buffer of
- * its own: 26.0-26.2 -> 25.0-25.3 ms, as fast as into two buffers in turn; through the EP 26.8-27.3
+ * so C is often out of cache, and each row's store waited on its lines at the end of the tile
+ * (MiniLM's 36 products on one core, each into a buffer of its own: 26.0-26.2 -> 25.0-25.3 ms, as
+ * fast as into two buffers in turn; through the EP 26.8-27.3
  * -> 25.8-26.6 ms). */
 static inline __attribute__((always_inline)) void prefetch_tile(const float *c, long ldc, int m,
                                                                  int width) {

@@ -9,11 +9,11 @@
  * (the taps inside the input, or inside the explicit padding with count_include_pad), as ONNX
  * Runtime's kernel does; the global form sums every position in order.
  */
-#include "ops/pool_cpu.h"
+#include "cpu/pool.h"
 
-#include "blas/workers.h"
-#include "ops/host_math.h"
-#include "ops/host_simd.h"
+#include "cpu/workers.h"
+#include "cpu/math.h"
+#include "cpu/simd.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -23,8 +23,8 @@
 enum { PARALLEL_MIN_READS = 1 << 16 };
 
 typedef struct pool_params {
-  int nd; /* spatial axes, 1 to POOL_CPU_MAX_ND; the window's geometry per axis */
-  pool_cpu_axis ax[POOL_CPU_MAX_ND];
+  int nd; /* spatial axes, 1 to CPU_POOL_MAX_ND; the window's geometry per axis */
+  cpu_pool_axis ax[CPU_POOL_MAX_ND];
   bool global;
   long positions; /* output positions per image (the global form: 1) */
 } pool_params;
@@ -37,7 +37,7 @@ typedef struct pool_job {
 } pool_job;
 
 /* acc[0:c] += the c channels of one position, step floats apart (8 at a time where adjacent). */
-HOST_INLINE void add_row(float *acc, const float *x, long step, int c) {
+CPU_INLINE void add_row(float *acc, const float *x, long step, int c) {
   int i = 0;
   if (step == 1)
     for (f32x8 a, v; i + 8 <= c; i += 8)
@@ -47,12 +47,12 @@ HOST_INLINE void add_row(float *acc, const float *x, long step, int c) {
 
 /* Output position `pos` of image n (row-major over the output's spatial axes): its window's taps
  * inside the input summed over every channel into y[0:c], divided by the count. */
-HOST_CLONES static void window_at(const pool_params *p, const mx_host_tensor *x, int n, long pos,
+CPU_CLONES static void window_at(const pool_params *p, const mx_host_tensor *x, int n, long pos,
                                   float *y) {
-  int c = (int)x->shape[1], o[POOL_CPU_MAX_ND], lo[POOL_CPU_MAX_ND], hi[POOL_CPU_MAX_ND];
+  int c = (int)x->shape[1], o[CPU_POOL_MAX_ND], lo[CPU_POOL_MAX_ND], hi[CPU_POOL_MAX_ND];
   long count = 1;
   for (int i = p->nd - 1; i >= 0; i--) {
-    const pool_cpu_axis *a = &p->ax[i];
+    const cpu_pool_axis *a = &p->ax[i];
     o[i] = (int)(pos % a->out), pos /= a->out;
     int start = o[i] * a->s - a->lo, counted = 0;
     lo[i] = a->k, hi[i] = 0; /* the taps inside the input: [lo, hi) */
@@ -65,7 +65,7 @@ HOST_CLONES static void window_at(const pool_params *p, const mx_host_tensor *x,
   }
   memset(y, 0, sizeof(float) * (size_t)c);
   const float *base = (const float *)x->data + n * x->strides[0];
-  int k[POOL_CPU_MAX_ND];
+  int k[CPU_POOL_MAX_ND];
   bool any = true;
   for (int i = 0; i < p->nd; i++) k[i] = lo[i], any = any && lo[i] < hi[i];
   while (any) { /* the taps inside the input, row-major */
@@ -81,7 +81,7 @@ HOST_CLONES static void window_at(const pool_params *p, const mx_host_tensor *x,
 }
 
 /* Image n's every position summed per channel into y[0:c], divided by the count. */
-HOST_CLONES static void global_at(const mx_host_tensor *x, int n, float *y) {
+CPU_CLONES static void global_at(const mx_host_tensor *x, int n, float *y) {
   int c = (int)x->shape[1], nd = x->ndim - 2, idx[MX_MAX_RANK] = {0};
   long count = 1;
   for (int i = 0; i < nd; i++) count *= x->shape[2 + i];
@@ -101,7 +101,7 @@ static void pool_part(void *arg, int part) {
   const pool_params *p = j->p;
   int c = (int)j->x->shape[1];
   long first, last;
-  workers_range(j->x->shape[0] * p->positions, j->parts, part, &first, &last);
+  cpu_workers_range(j->x->shape[0] * p->positions, j->parts, part, &first, &last);
   for (long u = first; u < last; u++) {
     int n = (int)(u / p->positions);
     if (p->global) global_at(j->x, n, j->y + u * c);
@@ -123,12 +123,12 @@ static void pool_kernel(const mx_host_tensor *in, int n_in, const mx_host_tensor
   }
   long units = in[0].shape[0] * p->positions;
   if (reads >= PARALLEL_MIN_READS && units > 1)
-    j.parts = units < workers_available() ? (int)units : workers_available();
-  workers_run(pool_part, &j, j.parts);
+    j.parts = units < cpu_workers_available() ? (int)units : cpu_workers_available();
+  cpu_workers_run(pool_part, &j, j.parts);
 }
 
-bool pool_cpu_applies(const tr_ctx *t, mx_array x) {
-  return hm_applies(t, x) && mx_ndim(x) >= 3 && mx_ndim(x) <= POOL_CPU_MAX_ND + 2 &&
+bool cpu_pool_applies(const tr_ctx *t, mx_array x) {
+  return cpu_kernel_applies(t, x) && mx_ndim(x) >= 3 && mx_ndim(x) <= CPU_POOL_MAX_ND + 2 &&
          mx_size(x) > 0 && mx_size(x) <= INT_MAX;
 }
 
@@ -146,14 +146,14 @@ static int build(tr_ctx *t, mx_array x, const pool_params *p, const int *out, mx
   return mx_transpose(t->mx, y, *y, perm, nd + 2);
 }
 
-int pool_cpu_average(tr_ctx *t, mx_array x, const pool_cpu_axis *ax, mx_array *y) {
+int cpu_pool_average(tr_ctx *t, mx_array x, const cpu_pool_axis *ax, mx_array *y) {
   pool_params p = {mx_ndim(x) - 2, {{0}}, false, 1};
-  int out[POOL_CPU_MAX_ND];
+  int out[CPU_POOL_MAX_ND];
   for (int i = 0; i < p.nd; i++) p.ax[i] = ax[i], p.positions *= ax[i].out, out[i] = ax[i].out;
   return build(t, x, &p, out, y);
 }
 
-int pool_cpu_global_average(tr_ctx *t, mx_array x, mx_array *y) {
+int cpu_pool_global_average(tr_ctx *t, mx_array x, mx_array *y) {
   pool_params p = {mx_ndim(x) - 2, {{0}}, true, 1};
   int out[MX_MAX_RANK];
   for (int i = 0; i < p.nd; i++) out[i] = 1;

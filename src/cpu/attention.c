@@ -11,12 +11,12 @@
  * it copy nothing. The scratch blocks live after the output in the kernel's own allocation: a
  * kernel cannot report an allocation failure of its own, MLX's allocation can.
  */
-#include "ops/attention_cpu.h"
+#include "cpu/attention.h"
 
-#include "blas/sgemm.h"
-#include "blas/workers.h"
-#include "ops/host_math.h"
-#include "ops/matmul_cpu.h"
+#include "cpu/sgemm/sgemm.h"
+#include "cpu/workers.h"
+#include "cpu/math.h"
+#include "cpu/matmul.h"
 
 #include <limits.h>
 
@@ -49,7 +49,7 @@ typedef struct at_job {
 /* Where the mask's row `row` of batch item `item` starts: its axes align with the scores'
  * trailing ones ([batch..., M, N]), an axis of size 1 broadcasting. */
 static long mask_offset(const mx_host_tensor *mask, const at_geometry *g, long item, int row) {
-  long at = mm_item_offset(mask, g->n_batch, g->batch, item);
+  long at = cpu_matmul_item_offset(mask, g->n_batch, g->batch, item);
   if (mask->ndim >= 2 && mask->shape[mask->ndim - 2] != 1)
     at += row * mask->strides[mask->ndim - 2];
   return at;
@@ -85,15 +85,15 @@ static void prefetch_unit(const at_job *j, long unit) {
   int row0, rows;
   long item = unit_item(g, unit, &row0, &rows);
   if (q->strides[q->ndim - 1] == 1)
-    prefetch_runs((const float *)q->data + mm_item_offset(q, g->n_batch, g->batch, item) +
+    prefetch_runs((const float *)q->data + cpu_matmul_item_offset(q, g->n_batch, g->batch, item) +
                       row0 * q->strides[q->ndim - 2],
                   rows, q->strides[q->ndim - 2], g->k);
   if (kt->strides[kt->ndim - 2] == 1)
-    prefetch_runs((const float *)kt->data + mm_item_offset(kt, g->n_batch, g->batch, item), g->n,
-                  kt->strides[kt->ndim - 1], g->k);
+    prefetch_runs((const float *)kt->data + cpu_matmul_item_offset(kt, g->n_batch, g->batch, item),
+                  g->n, kt->strides[kt->ndim - 1], g->k);
   if (v->strides[v->ndim - 1] == 1)
-    prefetch_runs((const float *)v->data + mm_item_offset(v, g->n_batch, g->batch, item), g->n,
-                  v->strides[v->ndim - 2], g->d);
+    prefetch_runs((const float *)v->data + cpu_matmul_item_offset(v, g->n_batch, g->batch, item),
+                  g->n, v->strides[v->ndim - 2], g->d);
 }
 
 static void attention_part(void *arg, int part) {
@@ -105,18 +105,19 @@ static void attention_part(void *arg, int part) {
   long ldc = g->heads_last ? (long)g->batch[1] * g->d : g->d, first, last;
   long next_first = 0, next_last = 0; /* the part this thread most likely takes next */
   if (part + 1 < j->parts)
-    workers_tapered_range(g->items * g->blocks, j->parts, part + 1, &next_first, &next_last);
+    cpu_workers_tapered_range(g->items * g->blocks, j->parts, part + 1, &next_first, &next_last);
   /* more units than parts (MiniLM b8: 96 heads in 16 parts): a share's last parts are short */
-  workers_tapered_range(g->items * g->blocks, j->parts, part, &first, &last);
+  cpu_workers_tapered_range(g->items * g->blocks, j->parts, part, &first, &last);
   for (long unit = first; unit < last; unit++) {
     if (unit + 1 < last) prefetch_unit(j, unit + 1);
     else if (next_first < next_last) prefetch_unit(j, next_first);
     int row0, rows;
     long item = unit_item(g, unit, &row0, &rows);
-    const float *qi = (const float *)q->data + mm_item_offset(q, g->n_batch, g->batch, item) +
+    const float *qi = (const float *)q->data +
+                      cpu_matmul_item_offset(q, g->n_batch, g->batch, item) +
                       row0 * q->strides[q->ndim - 2];
-    ep_sgemm(rows, g->n, g->k, 1.0f, qi, q->strides[q->ndim - 2], q->strides[q->ndim - 1],
-             (const float *)kt->data + mm_item_offset(kt, g->n_batch, g->batch, item),
+    cpu_sgemm(rows, g->n, g->k, 1.0f, qi, q->strides[q->ndim - 2], q->strides[q->ndim - 1],
+             (const float *)kt->data + cpu_matmul_item_offset(kt, g->n_batch, g->batch, item),
              kt->strides[kt->ndim - 2], kt->strides[kt->ndim - 1], 0.0f, scores, g->n);
     for (int r = 0; r < rows; r++) {
       const float *m = NULL;
@@ -128,13 +129,13 @@ static void attention_part(void *arg, int part) {
           m = mask_row;
         }
       }
-      hm_softmax_row(scores + (long)r * g->n, scores + (long)r * g->n, g->n, g->scale, m);
+      cpu_softmax_row(scores + (long)r * g->n, scores + (long)r * g->n, g->n, g->scale, m);
     }
     long out_at = g->heads_last
                       ? item / g->batch[1] * g->m * ldc + item % g->batch[1] * g->d
                       : item * g->m * ldc;
-    ep_sgemm(rows, g->d, g->n, 1.0f, scores, g->n, 1,
-             (const float *)v->data + mm_item_offset(v, g->n_batch, g->batch, item),
+    cpu_sgemm(rows, g->d, g->n, 1.0f, scores, g->n, 1,
+             (const float *)v->data + cpu_matmul_item_offset(v, g->n_batch, g->batch, item),
              v->strides[v->ndim - 2], v->strides[v->ndim - 1], 0.0f,
              j->out + out_at + row0 * ldc, ldc);
   }
@@ -148,7 +149,7 @@ static void attention(const mx_host_tensor *in, int n_in, const mx_host_tensor *
   at_job j = {g, &in[0], &in[1], &in[2], n_in > 3 ? &in[3] : NULL, (float *)out->data, 1};
   long units = g->items * g->blocks;
   j.parts = units < g->slots ? (int)units : g->slots;
-  workers_run(attention_part, &j, j.parts);
+  cpu_workers_run(attention_part, &j, j.parts);
 }
 
 /* The output's batch axes: q's and kt's broadcast; v's must fit in them. False where they do not
@@ -180,7 +181,7 @@ static bool geometry_of(mx_array q, mx_array kt, mx_array v, at_geometry *g) {
   if (mx_dim(kt, -2) != g->k || mx_dim(v, -2) != g->n || g->m <= 0 || g->n <= 0 || g->k <= 0 ||
       g->d <= 0 || !batch_of(q, kt, v, g) || g->items <= 0)
     return false;
-  int threads = workers_available();
+  int threads = cpu_workers_available();
   long cap = BLOCK_FLOATS / g->n > MIN_BLOCK_ROWS ? BLOCK_FLOATS / g->n : MIN_BLOCK_ROWS;
   long blocks = (g->m + cap - 1) / cap;
   /* enough blocks that every core has one, when the items alone are fewer */
@@ -189,7 +190,7 @@ static bool geometry_of(mx_array q, mx_array kt, mx_array v, at_geometry *g) {
   g->block_rows = (int)((g->m + blocks - 1) / blocks);
   g->blocks = (g->m + g->block_rows - 1) / g->block_rows;
   double units = (double)g->items * g->blocks, m = g->m;
-  int parts = workers_parts(); /* a scratch block a part, a few parts a thread (workers.h) */
+  int parts = cpu_workers_parts(); /* a scratch block a part, a few parts a thread (workers.h) */
   g->slots = units < parts ? (int)units : parts;
   double out = (double)g->items * m * g->d, slot = ((double)g->block_rows + 1) * g->n;
   if (out + g->slots * slot > INT_MAX || (double)g->items * m * g->n > (double)LONG_MAX / 2)
@@ -198,13 +199,14 @@ static bool geometry_of(mx_array q, mx_array kt, mx_array v, at_geometry *g) {
   return true;
 }
 
-bool attention_cpu_applies(const tr_ctx *t, mx_array q, mx_array kt, mx_array v) {
+bool cpu_attention_applies(const tr_ctx *t, mx_array q, mx_array kt, mx_array v) {
   at_geometry g;
-  return t->mx->device == MX_DEVICE_CPU && t->trace != TR_TRACE_SHAPELESS && hm_enabled() &&
-         ep_sgemm_own_serves() && q && kt && v && geometry_of(q, kt, v, &g);
+  return t->mx->device == MX_DEVICE_CPU && t->trace != TR_TRACE_SHAPELESS &&
+         cpu_host_kernels_enabled() && cpu_sgemm_own_serves() && q && kt && v &&
+         geometry_of(q, kt, v, &g);
 }
 
-int attention_cpu_build(tr_ctx *t, mx_array q, mx_array kt, mx_array v, mx_array mask,
+int cpu_attention_build(tr_ctx *t, mx_array q, mx_array kt, mx_array v, mx_array mask,
                         float scale, bool heads_last, mx_array *y) {
   at_geometry g;
   if (!geometry_of(q, kt, v, &g)) return tr_fail(t, "attention's operands do not fit its kernel");
