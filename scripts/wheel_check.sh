@@ -6,7 +6,9 @@
 # outside the checkout with python -I (no PYTHONPATH, no checkout file on sys.path): registers the
 # EP, runs all-MiniLM-L6-v2 with ORT's CPU fallback disabled, checks from the EP's JSON report and
 # ORT's assignment record that every node ran on MLX and that the embeddings match the NumPy
-# reference, and runs the report CLI (`python -m onnxruntime_ep_mlx report MODEL --json`).
+# reference, runs the report CLI (`python -m onnxruntime_ep_mlx report MODEL --json`), and checks
+# in the run record that MLX's matrix products take the fast path whichever of mlx and
+# onnxruntime_ep_mlx is imported first (the wheel's import hook, python/onnxruntime_ep_mlx_preload.py).
 # Exits non-zero on any failure. PYTHON picks the interpreter (python3); KEEP=1 keeps the folder.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -100,4 +102,39 @@ rep = json.load(open("cli.json"))
 assert rep["claimed"] == rep["nodes"] > 100 and not rep["declined"] and "session_error" not in rep, rep
 print(f"report CLI: {rep['claimed']} of {rep['nodes']} nodes claimed, {rep['groups']} group(s)")
 PY
+step "import order: mlx first and the EP first both give the fast path (run record's blas)"
+# Each order in its own process; the third turns the wheel's import hook off and so must show
+# the slow binding (as_built false), which proves the check can fail.
+for order in "ep-first" "mlx-first" "mlx-first-no-hook"; do
+  hook=(); [ "$order" = mlx-first-no-hook ] && hook=(ONNXRUNTIME_EP_MLX_NO_PRELOAD=1)
+  "${clean_env[@]}" "${hook[@]}" "$py" -I - "$order" \
+      "$work/cache/onnxruntime_ep_mlx/models/all-minilm-l6-v2.onnx" <<'PY'
+import gc, json, os, sys, time
+order, model = sys.argv[1], sys.argv[2]
+if order.startswith("mlx-first"):
+    import mlx.core
+    import onnxruntime_ep_mlx as m
+else:
+    import onnxruntime_ep_mlx as m
+    import mlx.core
+import onnxruntime as ort
+from onnxruntime_ep_mlx import minilm
+so = m.session_options({"device": "cpu", "stats_file": os.path.abspath(f"{order}.json")})
+so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+s = ort.InferenceSession(model, so)
+feeds = dict(zip(["input_ids", "attention_mask"], minilm.tokenize(minilm.SENTENCES)))
+for _ in range(3):
+    s.run(None, feeds)
+t0 = time.perf_counter()
+for _ in range(10):
+    s.run(None, feeds)
+ms = (time.perf_counter() - t0) * 100
+del s
+gc.collect()
+blas = json.load(open(f"{order}.json"))["blas"]
+want = order != "mlx-first-no-hook"
+assert blas["as_built"] is want and blas["own_sgemm"], (order, blas)
+print(f"{order}: as_built={blas['as_built']}, {ms:.1f} ms a run; {blas['note'][:110]}")
+PY
+done
 step "passed"

@@ -64,6 +64,8 @@ OrtStatus *ep_create(ep_factory *factory, const OrtSessionOptions *so, const Ort
     cpu_setup(&cs, &notes);
     ep_mlx_unlock();
     ep->own_sgemm = notes.own_sgemm;
+    ep->blas = notes.blas;
+    ep->blas_as_built = notes.blas_as_built;
     ep->host_kernels = cpu_host_kernels_enabled();
     report_cpu_setup(ep, &notes);
   }

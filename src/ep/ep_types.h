@@ -55,6 +55,8 @@ typedef struct mlx_ep {
   ep_options options;
   const OrtLogger *logger;
   bool own_sgemm;      /* the plugin's own product serves MLX's CPU matrix products */
+  const char *blas;    /* CPU device: which library serves them, in words (cpu/cpu.h); else NULL */
+  bool blas_as_built;  /* that library is the one the build chose (not a BLAS bound before us) */
   bool host_kernels;   /* CPU device: the CPU room's host kernels are on (cpu/cpu.h) */
   struct plan **plans; /* every plan compiled for this session; the EP owns them */
   int n_plans, cap_plans;

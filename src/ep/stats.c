@@ -44,6 +44,17 @@ void stats_write_groups(const mlx_ep *ep, FILE *f) {
     fprintf(f, "}}");
   }
   fprintf(f, "]");
+  /* CPU device: the library serving MLX's matrix products, and whether it is the build's choice
+   * (false when MLX was loaded first and bound another; the note then says what to do). */
+  fprintf(f, ", \"blas\": ");
+  if (ep->blas) {
+    fprintf(f, "{\"as_built\": %s, \"own_sgemm\": %s, \"note\": ",
+            ep->blas_as_built ? "true" : "false", ep->own_sgemm ? "true" : "false");
+    report_json_string(f, ep->blas);
+    fprintf(f, "}");
+  } else {
+    fprintf(f, "null");
+  }
 }
 
 void stats_write_end(FILE *f) {

@@ -1,8 +1,9 @@
 /*
  * The session's run record as JSON (the stats_file option): per fused group its path and why,
  * run counts, cache hits and misses, traces, fallbacks, host reads and each fast-kernel node's
- * path, and the bridge objects still alive after the session freed its plans. Written when ORT
- * releases the EP; tests read it instead of the verbose summary's prose.
+ * path, the library serving MLX's CPU matrix products (blas), and the bridge objects still alive
+ * after the session freed its plans. Written when ORT releases the EP; tests read it instead of
+ * the verbose summary's prose.
  */
 #ifndef EP_STATS_H
 #define EP_STATS_H
