@@ -7,11 +7,14 @@ Python API, so one wheel serves every Python 3).
 
 The library is linked the way an installed wheel finds its neighbours: libmlx through the rpath
 $ORIGIN/../mlx/lib (site-packages/mlx/lib, where mlx-cpu or mlx-cuda-13 put it), with no path
-into the build environment; and without Debian's OpenBLAS (OPENBLAS=), which a wheel cannot
-assume is installed: the plugin's own sgemm serves MLX's float32 matrix products either way, and
-MLX's few other BLAS/LAPACK calls (float64 products, Det's LU) go to the reference BLAS/LAPACK
-that the mlx-cpu wheel bundles. The build checks the result (check_library) and fails on any
-other dependency or an absolute rpath.
+into the build environment. Debian's OpenBLAS, which the checkout's build links ahead of libmlx
+for MLX's other BLAS and LAPACK calls (float64 products, Det's LU: 6-13 times faster than the
+reference BLAS/LAPACK the mlx-cpu wheel bundles) and as the A/B alternative to the plugin's own
+sgemm, cannot be assumed on a user's machine: when the build host has it, it is bundled with its
+Fortran runtime in site-packages/onnxruntime_ep_mlx.libs/ (the plugin's second rpath), as
+manylinux wheels bundle libraries; without it the wheel is built without (the plugin's sgemm
+still serves MLX's float32 products). The build checks the result (check_library) and fails on
+any other dependency or an absolute rpath.
 """
 from __future__ import annotations
 
@@ -41,6 +44,8 @@ WHEEL_BUILD = ROOT / "build" / "wheel"
 ALLOWED_NEEDED = {"libmlx.so", "libstdc++.so.6", "libm.so.6", "libgcc_s.so.1", "libc.so.6",
                   "ld-linux-x86-64.so.2", "libpthread.so.0", "libdl.so.2"}
 MLX_RPATH = "$ORIGIN/../mlx/lib"
+OPENBLAS = Path("/usr/lib/x86_64-linux-gnu/libopenblas.so.0")
+BUNDLE_DIR = "onnxruntime_ep_mlx.libs"
 PRELOAD_PTH = "onnxruntime_ep_mlx_preload.pth"
 
 
@@ -81,21 +86,36 @@ def ort_headers(p: dict[str, str]) -> Path:
     return dest
 
 
-def check_library(path: Path) -> None:
+def openblas_bundle() -> list[Path]:
+    """Debian's OpenBLAS (the Makefile's default, the same library the checkout's build links)
+    and the Fortran runtime it needs, when the build host has them, in load order; [] without
+    it or with ONNXRUNTIME_EP_MLX_WHEEL_OPENBLAS=0. Bundled the way manylinux wheels bundle a
+    library: copied into the wheel (onnxruntime_ep_mlx.libs/, found through the plugin's rpath)."""
+    if os.environ.get("ONNXRUNTIME_EP_MLX_WHEEL_OPENBLAS") == "0" or not OPENBLAS.exists():
+        return []
+    out = subprocess.run(["ldd", str(OPENBLAS)], check=True, capture_output=True,
+                         text=True).stdout
+    deps = [Path(m) for name, m in re.findall(r"^\s*(\S+) => (\S+)", out, re.M)
+            if name not in ALLOWED_NEEDED]
+    return [OPENBLAS] + deps
+
+
+def check_library(path: Path, bundled: set[str], rpath: str) -> None:
     """Fails the build when the library needs anything a fresh venv lacks or points into the
     build environment."""
     out = subprocess.run(["readelf", "-d", str(path)], check=True, capture_output=True,
                          text=True).stdout
     needed = set(re.findall(r"\(NEEDED\).*\[(.+)\]", out))
     paths = re.findall(r"\((?:RPATH|RUNPATH)\).*\[(.+)\]", out)
-    if needed - ALLOWED_NEEDED:
-        raise RuntimeError(f"{path.name} needs {sorted(needed - ALLOWED_NEEDED)}, which the "
-                           "wheel does not provide")
-    if paths != [MLX_RPATH]:
-        raise RuntimeError(f"{path.name} has rpath {paths}, not [{MLX_RPATH}]")
+    if needed - ALLOWED_NEEDED - bundled:
+        raise RuntimeError(f"{path.name} needs {sorted(needed - ALLOWED_NEEDED - bundled)}, "
+                           "which the wheel does not provide")
+    if paths != [rpath]:
+        raise RuntimeError(f"{path.name} has rpath {paths}, not [{rpath}]")
 
 
-def build_library() -> Path:
+def build_library() -> tuple[Path, list[Path]]:
+    """The plugin library, and the libraries to bundle beside it."""
     p = pins()
     mlx = mlx_dir()
     # Objects compiled against another MLX are not reused (-MMD does not track MLX's headers).
@@ -106,14 +126,30 @@ def build_library() -> Path:
     stamp.write_text(p["MLX_VERSION"])
     inc = ort_headers(p)
     lib = WHEEL_BUILD / LIB
+    lib.unlink(missing_ok=True)  # linked anew each time: the bundle decides its link line
+    bundle = openblas_bundle()
+    rpath = MLX_RPATH + (f":$ORIGIN/../{BUNDLE_DIR}" if bundle else "")
+    # OpenBLAS first, as in the checkout's build (the Makefile's comment says why); its Fortran
+    # runtime named by the plugin too, so that the loader has it (from the bundle) before
+    # OpenBLAS asks for it: no rewriting of the bundled files' own paths is needed.
+    link = ["-Wl,--strip-debug"] + (["-Wl,--no-as-needed", *map(str, bundle[1:]),
+                                     "-Wl,--as-needed"] if bundle else [])
     # make -jN unless the caller's MAKEFLAGS already say how (e.g. `make -j1 wheel`).
     jobs = [] if "MAKEFLAGS" in os.environ else [f"-j{os.cpu_count() or 1}"]
     subprocess.run(["make", "--no-print-directory", *jobs, "-C", str(ROOT),
                     f"BUILD={WHEEL_BUILD.relative_to(ROOT)}", f"MLX_DIR={mlx}",
-                    f"ORT_INC={inc}", "OPENBLAS=", "MLX_RPATH=$$ORIGIN/../mlx/lib",
-                    "EXTRA_LDFLAGS=-Wl,--strip-debug", str(lib.relative_to(ROOT))], check=True)
-    check_library(lib)
-    return lib
+                    f"ORT_INC={inc}", f"OPENBLAS={bundle[0] if bundle else ''}",
+                    f"MLX_RPATH={rpath.replace('$', '$$')}", f"EXTRA_LDFLAGS={' '.join(link)}",
+                    str(lib.relative_to(ROOT))], check=True)
+    check_library(lib, {sonames(b) for b in bundle}, rpath)
+    return lib, bundle
+
+
+def sonames(path: Path) -> str:
+    out = subprocess.run(["readelf", "-d", str(path)], check=True, capture_output=True,
+                         text=True).stdout
+    m = re.search(r"\(SONAME\).*\[(.+)\]", out)
+    return m.group(1) if m else path.name
 
 
 class BuildPy(build_py):
@@ -125,7 +161,13 @@ class BuildPy(build_py):
         if self.editable_mode:  # an editable install finds the checkout's build/ (make build)
             return
         pkg = Path(self.build_lib) / "onnxruntime_ep_mlx"
-        shutil.copy2(build_library(), pkg / LIB)
+        lib, bundle = build_library()
+        shutil.copy2(lib, pkg / LIB)
+        if bundle:
+            libs = Path(self.build_lib) / BUNDLE_DIR
+            libs.mkdir(exist_ok=True)
+            for b in bundle:  # under its soname, the name the loader looks for
+                shutil.copyfile(b, libs / sonames(b))
         # Run at interpreter start-up from site-packages: see python/onnxruntime_ep_mlx_preload.py
         (Path(self.build_lib) / PRELOAD_PTH).write_text(
             "import onnxruntime_ep_mlx_preload as p; p.install()\n")

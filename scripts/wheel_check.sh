@@ -83,6 +83,12 @@ assert diff < 1e-3, diff
 maps = open("/proc/self/maps").read()
 libmlx = {line.split()[-1] for line in maps.splitlines() if line.endswith("/libmlx.so")}
 assert len(libmlx) == 1 and next(iter(libmlx)).startswith(site), libmlx
+# The OpenBLAS the wheel bundles (when the build host had it) is the one loaded, not the system's.
+bundle = os.path.join(site, "onnxruntime_ep_mlx.libs")
+blas_libs = {line.split()[-1] for line in maps.splitlines()
+             if "/libopenblas" in line or "/libgfortran.so" in line}
+if os.path.isdir(bundle):
+    assert len(blas_libs) == 2 and all(b.startswith(bundle) for b in blas_libs), blas_libs
 del s, sub
 import gc; gc.collect()  # the run record is written when ORT releases the EP
 run = json.load(open(stats))
@@ -90,6 +96,7 @@ assert run["groups"] and all(g["runs"] == 6 and g["failures"] == 0 for g in run[
 print(f"all {rep['nodes']} nodes on MLX in {rep['groups']} group(s); max |MLX - NumPy| = "
       f"{diff:.2g}; session {1e3 * (t1 - t0):.0f} ms, first run {1e3 * (t2 - t1):.0f} ms, "
       f"then {1e3 * (t3 - t2) / 5:.1f} ms a run; libmlx {next(iter(libmlx))}; "
+      f"OpenBLAS {sorted(blas_libs) or 'not bundled'}; "
       f"run record: {len(run['groups'])} group(s), paths "
       f"{sorted({g['path'] for g in run['groups']})}")
 PY
