@@ -68,9 +68,14 @@ def register_execution_provider_library() -> None:
     if _registered:
         return
     if _load_error is not None and "libmlx" in str(_load_error):
+        try:
+            from ._version import mlx_version as v
+        except ImportError:
+            v = "<the mlx version>"
         raise RuntimeError(
             f"{_LIB_NAME} cannot load MLX ({_load_error}). MLX's library comes with its backend "
-            "package: pip install 'onnxruntime-ep-mlx[cpu]' (or [cuda13] on NVIDIA GPUs)")
+            f"package: pip install mlx-cpu=={v} (mlx-cuda-13=={v} on NVIDIA GPUs), or install "
+            "this package's wheel or folder with its [cpu] or [cuda13] extra")
     try:
         ort.register_execution_provider_library(REGISTRATION_NAME, library_path())
     except Exception as e:  # registered earlier in this process by someone else
