@@ -27,7 +27,7 @@ pip=("$py" -m pip -q --disable-pip-version-check)
 step "building the wheel (pip wheel $root)"
 "${pip[@]}" wheel --no-deps -w "$work/dist" "$root"
 whl=$(ls "$work"/dist/onnxruntime_ep_mlx-*.whl)
-unzip -l "$whl"
+"$py" -m zipfile -l "$whl"
 
 step "installing $(basename "$whl")[cpu] with onnxruntime==$ONNXRUNTIME_VERSION"
 "${pip[@]}" install "$whl[cpu]" "onnxruntime==$ONNXRUNTIME_VERSION"

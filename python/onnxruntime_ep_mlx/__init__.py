@@ -2,9 +2,10 @@
 
 This package locates the plugin library (inside the installed wheel, or a checkout's build/),
 registers it with ONNX Runtime (once per process), and builds SessionOptions that place the MLX
-execution provider ahead of ORT's CPU provider. Importing it loads the plugin library at once, so that a later `import mlx` finds MLX
-already bound to the BLAS the plugin was built with (the plugin warns when MLX came first). The
-CLI (`python -m onnxruntime_ep_mlx`) lives in __main__.py.
+execution provider ahead of ORT's CPU provider. Importing it loads the plugin library at once,
+so that a later `import mlx` finds MLX already bound to the BLAS the plugin was built with (the
+plugin warns when MLX came first; installed from the wheel, onnxruntime_ep_mlx_preload makes the
+order not matter). The CLI (`python -m onnxruntime_ep_mlx`) lives in __main__.py.
 """
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ __version__ = _version()
 
 
 def library_path() -> str:
-    """Path of the plugin library: $ONNXRUNTIME_EP_MLX_LIBRARY, else the checkout's build/."""
+    """Path of the plugin library: $ONNXRUNTIME_EP_MLX_LIBRARY, else the one inside this
+    package (an installed wheel), else the checkout's build/."""
     env = os.environ.get("ONNXRUNTIME_EP_MLX_LIBRARY")
     candidates = [Path(env)] if env else []
     here = Path(__file__).resolve().parent
