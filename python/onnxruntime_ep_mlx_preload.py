@@ -47,7 +47,8 @@ class _BeforeMLX:
 
 
 def install():
-    if (os.environ.get("ONNXRUNTIME_EP_MLX_NO_PRELOAD") == "1" or not sys.platform.startswith("linux")
+    if (os.environ.get("ONNXRUNTIME_EP_MLX_NO_PRELOAD") == "1"
+            or not sys.platform.startswith("linux")
             or "mlx.core" in sys.modules or _BeforeMLX in sys.meta_path):
         return
     sys.meta_path.insert(0, _BeforeMLX)

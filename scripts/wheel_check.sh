@@ -8,7 +8,8 @@
 # ORT's assignment record that every node ran on MLX and that the embeddings match the NumPy
 # reference, runs the report CLI (`python -m onnxruntime_ep_mlx report MODEL --json`), and checks
 # in the run record that MLX's matrix products take the fast path whichever of mlx and
-# onnxruntime_ep_mlx is imported first (the wheel's import hook, python/onnxruntime_ep_mlx_preload.py).
+# onnxruntime_ep_mlx is imported first (the wheel's import hook,
+# python/onnxruntime_ep_mlx_preload.py).
 # Exits non-zero on any failure. PYTHON picks the interpreter (python3); KEEP=1 keeps the folder.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -102,11 +103,13 @@ print(f"all {rep['nodes']} nodes on MLX in {rep['groups']} group(s); max |MLX - 
 PY
 
 step "report CLI"
-"${clean_env[@]}" "$py" -I -m onnxruntime_ep_mlx report "$work/cache/onnxruntime_ep_mlx/models/all-minilm-l6-v2.onnx" --json > cli.json
+model="$work/cache/onnxruntime_ep_mlx/models/all-minilm-l6-v2.onnx"
+"${clean_env[@]}" "$py" -I -m onnxruntime_ep_mlx report "$model" --json > cli.json
 "${clean_env[@]}" "$py" -I - <<'PY'
 import json
 rep = json.load(open("cli.json"))
-assert rep["claimed"] == rep["nodes"] > 100 and not rep["declined"] and "session_error" not in rep, rep
+assert rep["claimed"] == rep["nodes"] > 100 and not rep["declined"], rep
+assert "session_error" not in rep, rep
 print(f"report CLI: {rep['claimed']} of {rep['nodes']} nodes claimed, {rep['groups']} group(s)")
 PY
 step "import order: mlx first and the EP first both give the fast path (run record's blas)"
@@ -114,8 +117,7 @@ step "import order: mlx first and the EP first both give the fast path (run reco
 # the slow binding (as_built false), which proves the check can fail.
 for order in "ep-first" "mlx-first" "mlx-first-no-hook"; do
   hook=(); [ "$order" = mlx-first-no-hook ] && hook=(ONNXRUNTIME_EP_MLX_NO_PRELOAD=1)
-  "${clean_env[@]}" "${hook[@]}" "$py" -I - "$order" \
-      "$work/cache/onnxruntime_ep_mlx/models/all-minilm-l6-v2.onnx" <<'PY'
+  "${clean_env[@]}" "${hook[@]}" "$py" -I - "$order" "$model" <<'PY'
 import gc, json, os, sys, time
 order, model = sys.argv[1], sys.argv[2]
 if order.startswith("mlx-first"):

@@ -112,5 +112,6 @@ def session_options(provider_options: dict | None = None,
 
 _load_early()
 
-__all__ = ["EP_NAME", "__version__", "library_path", "register_execution_provider_library", "ep_devices",
+__all__ = ["EP_NAME", "__version__", "library_path", "register_execution_provider_library",
+           "ep_devices",
            "session_options"]
