@@ -58,6 +58,22 @@ static void use_buffer_cache(const mlx_ep *ep) {
     fprintf(stderr, "[%s] MLX buffer cache limit: %zu MiB\n", EP_NAME, limit >> 20);
 }
 
+/* The bridge's layout rules for MLX's CPU device (src/mlx/layout.cpp has the mechanism). MLX's
+ * fused CPU kernels take their contiguous (vectorised) loop only when every operand that is not
+ * a single value is row-contiguous and single values have no dimensions; otherwise they run a
+ * strided loop that g++ does not vectorise (measured in docs/BENCHMARKS.md). Fusion barriers at
+ * 8: MLX's compile cuts chains deeper than 11 itself, and where its cut falls on the Broadcast
+ * under a scalar operand the whole kernel above goes strided. Sunk transposes: a convolution
+ * hands ONNX a channels-first view of its channels-last result, and an activation (or a
+ * squeeze-and-excitation scale) applied to that view otherwise ran strided and wrote a
+ * channels-first copy the next convolution copied back (PP-OCRv4 rec). Reductions beneath
+ * transposes: GlobalAveragePool over PP-OCRv4 rec's [1, 480, 6, 80] view took 1.1 ms, 0.11 ms
+ * over the channels-last array beneath. The GPU device sets no policy. */
+static const mx_layout_policy cpu_layout = {.fuse_barrier_at = 8,
+                                            .sink_transposes = true,
+                                            .single_values_as_scalars = true,
+                                            .reduce_beneath_transposes = true};
+
 OrtStatus *ep_create(ep_factory *factory, const OrtSessionOptions *so, const OrtLogger *logger,
                      OrtEp **out) {
   *out = NULL;
@@ -82,6 +98,7 @@ OrtStatus *ep_create(ep_factory *factory, const OrtSessionOptions *so, const Ort
   }
   if (ep->options.device == MX_DEVICE_CPU) {
     /* process-wide: the last session's settings hold */
+    mx_set_layout_policy(MX_DEVICE_CPU, &cpu_layout);
     ep->own_sgemm = ep_sgemm_use_own(ep->options.own_sgemm);
     ep_sgemm_use_portable(ep->options.portable_sgemm);
     ep_sgemm_use_avx512(ep->options.avx512_sgemm);
