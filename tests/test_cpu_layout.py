@@ -1,4 +1,4 @@
-"""Operand layout for MLX's fused CPU kernels (src/mlx/mx.cpp, struct Elementwise). MLX runs a
+"""Operand layout for MLX's fused CPU kernels (src/mlx/layout.cpp). MLX runs a
 fused kernel through its contiguous, vectorised loop only when every operand that is not a
 scalar is contiguous in the output's shape; otherwise through its strided loop, which g++ leaves
 scalar. Two common ONNX patterns used to miss it, and each case here fails if they do again:
@@ -114,7 +114,7 @@ def test_attention_mask_is_copied_out_before_its_add(tmp_path):
 
 
 # Reductions of a convolution's channels-first view run on the channels-last array beneath, over
-# the axes mapped through the permutation (src/mlx/mx.cpp, mx_reduce); the result is transposed
+# the axes mapped through the permutation (src/mlx/layout.cpp, mx_reduce); the result is transposed
 # back, or its axes dropped. Each case against ORT's CPU provider, every node on MLX: an axis
 # mapped wrongly reduces other elements or leaves another shape.
 REDUCE_CASES = [
@@ -147,7 +147,7 @@ def test_reduction_of_a_convolution_runs_beneath_its_view(op, attrs, axes):
 
 
 # An elementwise operation on a convolution's channels-first view and an operand that
-# broadcasts against it (src/mlx/mx.cpp, struct Elementwise) runs on the channels-last array
+# broadcasts against it (src/mlx/layout.cpp) runs on the channels-last array
 # beneath, the other operand taken through the inverse permutation: a squeeze-and-excitation
 # scale (itself a transposed view), a per-channel constant, constants broadcast along height or
 # width. Against ORT's CPU provider, every node on MLX; an operand permuted wrongly multiplies

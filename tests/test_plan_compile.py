@@ -226,7 +226,7 @@ def axes_const(values):
 
 
 SIZE1_REDUCTIONS = {
-    # MLX's shapeless compile dies on a reduction whose reduced axes all have size 1 (mx.cpp,
+    # MLX's shapeless compile dies on a reduction whose reduced axes all have size 1 (src/mlx/compile.cpp,
     # shapeless_mis_runs); these groups must compile keyed instead, with the same answers.
     "neg_reducemin": ([axes_const([3]), helper.make_node("Neg", ["x"], ["n"]),
                        helper.make_node("ReduceMin", ["n", "axes"], ["y"], keepdims=1)],

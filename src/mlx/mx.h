@@ -82,6 +82,28 @@ bool mx_dtype_is_float(mx_dtype dtype);
 bool mx_dtype_is_signed_int(mx_dtype dtype);
 bool mx_dtype_is_unsigned_int(mx_dtype dtype);
 
+/* --- layout policy ----------------------------------------------------------------------- */
+/* Rules about memory layout the bridge can apply around MLX's operations, for devices whose
+ * kernels run fast only over some layouts; the same values either way. A device's room sets its
+ * device's policy once at set-up; a device without one gets none of the rules (each entry point
+ * then builds exactly the MLX operation it names). src/mlx/layout.cpp describes each rule. */
+typedef struct mx_layout_policy {
+  /* Elementwise operations: when an operand stands this many elementwise operations deep, every
+   * operand at least half as deep is made contiguous first, a fusion barrier placed by the bridge
+   * instead of where MLX's compile depth limit falls; 0: no barriers. */
+  int fuse_barrier_at;
+  /* Elementwise operations over one transpose of arrays beneath (others broadcasting against it,
+   * single values aside) run on the arrays beneath and transpose the result. */
+  bool sink_transposes;
+  /* Elementwise operands of one element with dimensions become rank 0 where the result's rank
+   * allows. */
+  bool single_values_as_scalars;
+  /* Reductions over a transposed view run on the array beneath. */
+  bool reduce_beneath_transposes;
+} mx_layout_policy;
+/* Replaces `device`'s policy (NULL: none, the default). Process-wide; later calls win. */
+void mx_set_layout_policy(mx_device device, const mx_layout_policy *policy);
+
 /* --- array facts (no failure possible) ---------------------------------------------------- */
 int mx_ndim(mx_array a);
 const int *mx_shape(mx_array a); /* mx_ndim(a) entries */
@@ -103,7 +125,8 @@ int mx_arange(mx_ctx *ctx, mx_array *out, double start, double stop, double step
 /* --- evaluation and host access ----------------------------------------------------------- */
 int mx_eval(mx_ctx *ctx, const mx_array *arrays, size_t count);
 int mx_copy_to_host(mx_ctx *ctx, mx_array a, void *dst, size_t dst_bytes); /* evals, row-major */
-int mx_host_data(mx_ctx *ctx, mx_array a, const void **data); /* evals; valid while a lives */
+/* evals; valid while a lives (a row-major copy, when a is a strided view, is kept with a) */
+int mx_host_data(mx_ctx *ctx, mx_array a, const void **data);
 
 /* --- elementwise -------------------------------------------------------------------------- */
 int mx_unary(mx_ctx *ctx, mx_array *out, mx_unary_op op, mx_array a);
