@@ -119,9 +119,9 @@ static void print_summary(const mlx_ep *ep) {
             (unsigned long long)s->bytes_in, (unsigned long long)s->bytes_out,
             (unsigned long long)s->host_reads);
     for (int n = 0; n < p->g->n_nodes; n++)
-      if (p->node_paths[n])
+      if (p->node_paths[n].kind != TR_PATH_NONE)
         fprintf(stderr, "[%s]     node '%s' (%s): %s\n", EP_NAME, p->g->nodes[n].name,
-                p->g->nodes[n].op_type, p->node_paths[n]);
+                p->g->nodes[n].op_type, p->node_paths[n].note);
   }
 }
 

@@ -1,5 +1,7 @@
 /*
- * The session's run record as JSON (stats.h). Strings go through report.c's escaping.
+ * The session's run record as JSON (stats.h). Strings go through report.c's escaping. Per group:
+ * its compile path and the node whose compile class decided it, its counters, and per noted
+ * node the path its translation took as node_path.h's identifiers.
  */
 #include "ep/stats.h"
 
@@ -9,6 +11,19 @@
 
 static void field(FILE *f, const char *key, unsigned long long v) {
   fprintf(f, ", \"%s\": %llu", key, v);
+}
+
+/* {"op": ..., "path": ..., "kernel": ... or null, "folds": [...]}: node_path.h's identifiers. */
+static void node_path(FILE *f, const ir_node *n, const tr_node_path *path) {
+  fprintf(f, "{\"op\": ");
+  report_json_string(f, n->op_type);
+  fprintf(f, ", \"path\": \"%s\", \"kernel\": ", tr_path_kind_name(path->kind));
+  if (path->kernel) report_json_string(f, path->kernel);
+  else fprintf(f, "null");
+  fprintf(f, ", \"folds\": [");
+  for (int b = 0, k = 0; b < TR_FOLD_COUNT; b++)
+    if (path->folds >> b & 1u) fprintf(f, "%s\"%s\"", k++ ? ", " : "", tr_fold_name(b));
+  fprintf(f, "]}");
 }
 
 void stats_write_groups(const mlx_ep *ep, FILE *f) {
@@ -31,14 +46,25 @@ void stats_write_groups(const mlx_ep *ep, FILE *f) {
     field(f, "traces", s->traces);
     field(f, "fallbacks", s->fallbacks);
     field(f, "host_reads", s->host_reads);
+    fprintf(f, ", \"decided_by\": ");
+    if (p->path_node >= 0) {
+      const ir_node *n = &p->g->nodes[p->path_node];
+      fprintf(f, "{\"node\": ");
+      report_json_string(f, n->name);
+      fprintf(f, ", \"op\": ");
+      report_json_string(f, n->op_type);
+      fprintf(f, ", \"class\": \"%s\"}", plan_class_name(p->classes[p->path_node]));
+    } else {
+      fprintf(f, "null");
+    }
     fprintf(f, ", \"node_paths\": {");
     bool first = true;
     for (int n = 0; n < p->g->n_nodes; n++) {
-      if (!p->node_paths[n]) continue;
+      if (p->node_paths[n].kind == TR_PATH_NONE) continue;
       fprintf(f, "%s", first ? "" : ", ");
       report_json_string(f, p->g->nodes[n].name);
       fprintf(f, ": ");
-      report_json_string(f, p->node_paths[n]);
+      node_path(f, &p->g->nodes[n], &p->node_paths[n]);
       first = false;
     }
     fprintf(f, "}}");

@@ -267,7 +267,7 @@ static int translate_pool(tr_ctx *t, const ir_node *n, const op_row *r) {
                               include_pad ? -a->lo : 0, include_pad ? a->in + a->hi : a->in};
     }
     TR_TRY(pool_cpu_average(t, x, pa, &y));
-    tr_note_path(t, "host kernel (CPU)");
+    tr_note_path(t, TR_PATH_HOST_KERNEL, "avg_pool", 0, "host kernel (CPU)");
     return tr_out_cast(t, 0, y);
   }
   double p = lp_p(n);
@@ -304,7 +304,7 @@ static int translate_global(tr_ctx *t, const ir_node *n, const op_row *r) {
   double p = lp_p(n);
   if (kind == POOL_AVG && pool_cpu_applies(t, x)) {
     TR_TRY(pool_cpu_global_average(t, x, &y));
-    tr_note_path(t, "host kernel (CPU)");
+    tr_note_path(t, TR_PATH_HOST_KERNEL, "global_avg_pool", 0, "host kernel (CPU)");
     return tr_out_cast(t, 0, y);
   }
   switch (kind) {

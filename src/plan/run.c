@@ -31,6 +31,18 @@ const char *plan_path_name(plan_path path) {
   return "?";
 }
 
+const char *plan_class_name(op_compile_class c) {
+  switch (c) {
+    case OP_SHAPELESS: return "shapeless";
+    case OP_SHAPELESS_GPU: return "shapeless_gpu"; /* resolved at plan build: not recorded */
+    case OP_SHAPE_KEYED: return "shape_keyed";
+    case OP_VALUE_KEYED: return "value_keyed";
+    case OP_EAGER: return "eager";
+    case OP_HOST_SHAPE: return "host_shape";
+  }
+  return "?";
+}
+
 /* --- inputs -------------------------------------------------------------------------------- */
 static int bind_input(plan *p, mx_ctx *ctx, int k, const plan_tensor *in, mx_array *slot,
                       char *err, size_t len) {
