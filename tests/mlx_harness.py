@@ -70,40 +70,91 @@ def assignment(session):
     return placed
 
 
-def run_with_paths(model, feeds, capfd, optimize=True):
-    """Runs `model` on ORT's CPU provider and on the MLX EP (verbose, no CPU fallback); returns
-    (MLX outputs, CPU outputs, the EP's verbose log, which names each node's noted path).
-    optimize=False: both sessions see the nodes as written (ORT's graph optimisations off)."""
-    import gc
-    ref = cpu_session(model, optimize).run(None, feeds)
-    capfd.readouterr()
-    s = mlx_session(model, allow_cpu=False, provider_options={"verbose": "1"}, optimize=optimize)
-    got = s.run(None, feeds)
-    del s
-    gc.collect()  # the summary is printed when the session is released
-    return got, ref, capfd.readouterr().err
+class Recorded:
+    """An all-MLX session (no CPU fallback unless allow_cpu) that writes the EP's run record:
+    the JSON the stats_file option writes when ORT releases the EP (src/ep/stats.c: per group
+    its path, the node that decided it, run and cache counts, and per noted node the path its
+    translation took, as src/plan/node_path.h's identifiers). Run `session`, then `close()`
+    (hold no other reference to the session) returns the parsed record."""
+
+    def __init__(self, model, allow_cpu=False, provider_options=None, optimize=True):
+        import os
+        import tempfile
+        fd, self.path = tempfile.mkstemp(suffix=".json", prefix="mlx-stats-")
+        os.close(fd)
+        try:
+            self.session = mlx_session(model, allow_cpu,
+                                       {**(provider_options or {}), "stats_file": self.path},
+                                       optimize=optimize)
+        except BaseException:
+            os.unlink(self.path)
+            raise
+
+    def close(self):
+        import gc
+        import json
+        import os
+        try:
+            del self.session
+            gc.collect()  # the record is written when ORT releases the EP
+            with open(self.path) as f:
+                return json.load(f)
+        finally:
+            os.unlink(self.path)
 
 
 def run_with_stats(model, feeds, runs=1, provider_options=None, optimize=True):
     """Runs `model` on the MLX EP `runs` times (no CPU fallback) and returns (outputs of the
-    last run, the EP's run record): the JSON the stats_file option writes when the session ends
-    (src/ep/stats.h: per group its path, path_reason, run and cache counts, node_paths)."""
-    import gc
-    import json
-    import os
-    import tempfile
-    fd, path = tempfile.mkstemp(suffix=".json", prefix="mlx-stats-")
-    os.close(fd)
-    try:
-        s = mlx_session(model, provider_options={**(provider_options or {}), "stats_file": path},
-                        optimize=optimize)
-        got = [s.run(None, feeds) for _ in range(runs)][-1]
-        del s
-        gc.collect()  # the record is written when ORT releases the EP
-        with open(path) as f:
-            return got, json.load(f)
-    finally:
-        os.unlink(path)
+    last run, the EP's run record; see Recorded)."""
+    rec = Recorded(model, provider_options=provider_options, optimize=optimize)
+    got = [rec.session.run(None, feeds) for _ in range(runs)][-1]
+    return got, rec.close()
+
+
+def run_with_paths(model, feeds, optimize=True, provider_options=None):
+    """Runs `model` on ORT's CPU provider and on the MLX EP (no CPU fallback); returns
+    (MLX outputs, CPU outputs, the EP's run record), whose node paths `node_paths` reads.
+    optimize=False: both sessions see the nodes as written (ORT's graph optimisations off)."""
+    ref = cpu_session(model, optimize).run(None, feeds)
+    got, record = run_with_stats(model, feeds, provider_options=provider_options,
+                                 optimize=optimize)
+    return got, ref, record
+
+
+def _path(p):
+    return (p["path"], p["kernel"], tuple(p["folds"]))
+
+
+def node_paths(record):
+    """{node name: (path, kernel, folds)} over every group of a run record, for the nodes whose
+    translation noted a path (src/plan/node_path.h): path is host_kernel, epilogue, inside,
+    mlx_fused or composed; kernel a short id ("softmax", "conv_im2col") or None; folds a tuple
+    of what the kernel took in ("bias", "scale", "mask", "residual", "merge_heads")."""
+    return {name: _path(p) for g in record["groups"] for name, p in g["node_paths"].items()}
+
+
+def node_path(record, name):
+    """(path, kernel, folds) of node `name`, or None when it noted no path."""
+    return node_paths(record).get(name)
+
+
+def op_paths(record, op):
+    """The (path, kernel, folds) of every noted node of type `op` (for nodes ORT made itself,
+    whose names the test does not know)."""
+    return [_path(p) for g in record["groups"] for p in g["node_paths"].values()
+            if p["op"] == op]
+
+
+def host(kernel, *folds):
+    """A node path: one host kernel of its own (CPU device)."""
+    return ("host_kernel", kernel, tuple(folds))
+
+
+def only_group(record):
+    """The record's single fused group (asserting there is exactly one)."""
+    groups = record["groups"]
+    assert len(groups) == 1, groups
+    return groups[0]
 
 
 def run_on_mlx(model, feeds, allow_cpu=False, provider_options=None):
