@@ -50,10 +50,11 @@ static void report_blas(const mlx_ep *ep) {
  * malloc, and large ones back to the kernel, so the next Run faults in and zeroes fresh pages
  * (PP-OCRv4 det: about 37,000 page faults per Run, 150 MiB). ORT's own CPU arena keeps what it
  * allocated as well. Process-wide, raised and never lowered. */
-static void use_buffer_cache(const mlx_ep *ep) {
+static void use_buffer_cache(mlx_ep *ep) {
   ep_mlx_lock();
   size_t limit = mx_cache_limit_at_least((size_t)ep->options.cpu_cache_mb << 20);
   ep_mlx_unlock();
+  ep->cache_limit_mib = limit >> 20; /* the run record's cpu_cache_limit_mb */
   if (ep->options.verbose)
     fprintf(stderr, "[%s] MLX buffer cache limit: %zu MiB\n", EP_NAME, limit >> 20);
 }

@@ -26,9 +26,28 @@ static void node_path(FILE *f, const ir_node *n, const tr_node_path *path) {
   fprintf(f, "]}");
 }
 
+/* The path trial (plan.h): null when off; else whether it has decided, what it chose and the
+ * fastest run of each path it timed. */
+static void trial(FILE *f, const plan_trial *t) {
+  if (!t->enabled) {
+    fprintf(f, "null");
+    return;
+  }
+  fprintf(f, "{\"decided\": %s, \"chose\": ", t->decided ? "true" : "false");
+  if (t->decided)
+    fprintf(f, "\"%s\", \"eager_ns\": %llu, \"compiled_ns\": %llu}",
+            t->chose_eager ? "eager" : "compiled", (unsigned long long)t->eager_best_ns,
+            (unsigned long long)t->compiled_best_ns);
+  else
+    fprintf(f, "null, \"eager_ns\": null, \"compiled_ns\": null}");
+}
+
 void stats_write_groups(const mlx_ep *ep, FILE *f) {
-  fprintf(f, "{\"ep\": \"%s\", \"device\": \"%s\", \"groups\": [", EP_NAME,
+  fprintf(f, "{\"ep\": \"%s\", \"device\": \"%s\", \"cpu_cache_limit_mb\": ", EP_NAME,
           ep->options.device == MX_DEVICE_GPU ? "gpu" : "cpu");
+  if (ep->cache_limit_mib) fprintf(f, "%zu", ep->cache_limit_mib);
+  else fprintf(f, "null");
+  fprintf(f, ", \"groups\": [");
   for (int i = 0; i < ep->n_plans; i++) {
     const plan *p = ep->plans[i];
     const plan_stats *s = &p->stats;
@@ -46,6 +65,14 @@ void stats_write_groups(const mlx_ep *ep, FILE *f) {
     field(f, "traces", s->traces);
     field(f, "fallbacks", s->fallbacks);
     field(f, "host_reads", s->host_reads);
+    fprintf(f, ", \"turned_eager_by\": [");
+    const char *by[3] = {p->compile_broken ? "trace_failed" : NULL,
+                         p->trial.chose_eager ? "path_trial" : NULL,
+                         p->shape_churn ? "shape_churn" : NULL};
+    for (int k = 0, w = 0; k < 3; k++)
+      if (by[k]) fprintf(f, "%s\"%s\"", w++ ? ", " : "", by[k]);
+    fprintf(f, "], \"trial\": ");
+    trial(f, &p->trial);
     fprintf(f, ", \"decided_by\": ");
     if (p->path_node >= 0) {
       const ir_node *n = &p->g->nodes[p->path_node];

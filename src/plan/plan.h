@@ -62,6 +62,7 @@ enum { PLAN_MAX_KEYS = 16 };
 typedef struct plan_trial {
   bool enabled, decided, chose_eager;
   int n_eager, n_compiled;
+  uint64_t eager_best_ns, compiled_best_ns; /* once decided: the fastest run of each path */
   uint64_t eager_ns[PLAN_TRIAL_RUNS], compiled_ns[PLAN_TRIAL_RUNS];
 } plan_trial;
 

@@ -510,6 +510,8 @@ static void trial_record(plan *p, bool eager, uint64_t ns) {
   uint64_t e = fastest(tr->eager_ns, PLAN_TRIAL_RUNS);
   uint64_t c = fastest(tr->compiled_ns, PLAN_TRIAL_RUNS);
   tr->decided = true;
+  tr->eager_best_ns = e;
+  tr->compiled_best_ns = c;
   tr->chose_eager = e * 100 < c * (100 - PLAN_TRIAL_EAGER_MARGIN);
   char before[sizeof p->path_reason_buf];
   snprintf(before, sizeof before, "%s", p->path_reason ? p->path_reason : "");
