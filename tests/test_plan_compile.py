@@ -3,60 +3,17 @@ eager), cache hits and misses across input shapes, shape chains kept compiled pe
 switches, and that every path gives the same answers. Paths are read from the run record the
 EP writes when a session ends (the stats_file option's JSON). The path trial (eager runs timed against compiled ones) is
 switched off here, except in the tests of the trial itself, so that run counts are exact."""
-import json
 import os
 import re
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
 from onnx import TensorProto as TP
 from onnx import helper
 
-from mlx_harness import make_model
+from mlx_harness import counts, make_model, run_recorded
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def run_recorded(model, shapes, env=None):
-    """Runs `model` (input x) once per shape in a child process (the environment switches are
-    read once per process); returns the fused groups of the EP's run record."""
-    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"compile-{os.getpid()}.onnx")
-    stats = path[:-len(".onnx")] + ".json"
-    with open(path, "wb") as f:
-        f.write(model.SerializeToString())
-    code = textwrap.dedent(f"""
-        import sys, numpy as np, onnxruntime as ort
-        sys.path.insert(0, {HERE!r})
-        import onnxruntime_ep_mlx as mlx
-        so = mlx.session_options({{"stats_file": {stats!r}}})
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-        s = ort.InferenceSession({path!r}, so)
-        ref = ort.InferenceSession({path!r}, providers=["CPUExecutionProvider"])
-        for shape in {shapes!r}:
-            x = (np.random.default_rng(len(shape)).random(shape, dtype=np.float32) - 0.5)
-            got, want = s.run(None, {{"x": x}})[0], ref.run(None, {{"x": x}})[0]
-            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-        del s
-    """)
-    full_env = dict(os.environ, ONNXRUNTIME_EP_MLX_NO_PATH_TRIAL="1")
-    full_env.update(env or {})
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env)
-    os.unlink(path)
-    assert r.returncode == 0, r.stderr[-3000:]
-    with open(stats) as f:
-        groups = json.load(f)["groups"]
-    os.unlink(stats)
-    assert groups
-    return groups
-
-
-def counts(g, *names):
-    """The group's counters, e.g. counts(g, "compiled_runs", "fallbacks")."""
-    return tuple(g[n] for n in names)
 
 
 def elementwise_chain():
