@@ -4,13 +4,9 @@ packed once (src/cpu/matmul.c), into that product's host kernel; a Gemm by a con
 takes that packed product itself, C as its bias row. Folding happens only where
 the graph is built for one shape (eager, or compiled keyed on shapes), only when the MatMul's
 product is read by the Add alone, and only for a float32 bias [N]. Each case is checked against ORT's CPU
-provider, and the verbose summary's node path proves whether the fold happened: correct output
-alone cannot tell a folded Add from a plain one."""
-import gc
-
+provider, and the node paths of the EP's run record prove whether the fold happened: correct
+output alone cannot tell a folded Add from a plain one."""
 import numpy as np
-import onnxruntime as ort
-import onnxruntime_ep_mlx as mlx
 import pytest
 from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
@@ -18,30 +14,26 @@ from onnx import helper, numpy_helper
 import mlx_harness as harness
 
 pytestmark = pytest.mark.cpu_device
-FOLDED = "folded into the MatMul (addmm)"
-FOLDED_PACKED = "folded into the MatMul (packed weight)"
+# node paths (path, kernel, folds) as the run record gives them (src/plan/node_path.h)
+FOLDED = ("mlx_fused", "addmm", ())  # the Add: MLX's product became one addmm
+FOLDED_PACKED = ("epilogue", "bias", ())  # the Add: the packed product's kernel adds the bias
+PACKED = ("host_kernel", "matmul_packed", ())
+ROW = ("host_kernel", "matmul_packed", ("bias",))  # Gemm's C taken as the bias row
+ADDMM = ("mlx_fused", "addmm", ("bias",))
 NO_HOST = {"ONNXRUNTIME_EP_MLX_NO_HOST_MATH": "1"}  # MLX's product: the addmm fold
 
 
-def run(model, feeds, monkeypatch, capfd, env, ort_fusions=False, atol=1e-5):
+def run(model, feeds, monkeypatch, env, ort_fusions=False, atol=1e-5):
     """ORT's own graph optimisations are off unless asked for: they turn MatMul + Add into a
     Gemm (MatMulAddFusion) before the EP sees the graph."""
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     ref = harness.cpu_session(model).run(None, feeds)
-    capfd.readouterr()
-    so = mlx.session_options({**harness.PINNED_OPTIONS, "verbose": "1"})
-    so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-    if not ort_fusions:
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    s = ort.InferenceSession(model.SerializeToString(), so)
-    for _ in range(2):  # the second run takes the compiled (or eager) path again
-        got = s.run(None, feeds)
-    del s
-    gc.collect()
+    # the second run takes the compiled (or eager) path again
+    got, record = harness.run_with_stats(model, feeds, runs=2, optimize=ort_fusions)
     for g, r in zip(got, ref):
         np.testing.assert_allclose(g, r, rtol=1e-5, atol=atol)
-    return capfd.readouterr().err
+    return record
 
 
 def matmul_add(a_shape, b_shape, bias_shape, bias_first=False, extra_reader=False):
@@ -75,17 +67,17 @@ EAGER = {"ONNXRUNTIME_EP_MLX_NO_COMPILE": "1"}
                                             ((1, 139, 40), (40, 24), False)],
                          ids=["3d", "4d-bias-first", "2d", "tails-two-k-blocks",
                               "rest-of-two-rows-as-4-4", "second-row-block-of-seven-as-4-3"])
-def test_bias_folds_into_the_product(a, b, bias_first, env, packed, monkeypatch, capfd):
+def test_bias_folds_into_the_product(a, b, bias_first, env, packed, monkeypatch):
     model, feeds = matmul_add(a, b, (b[-1],), bias_first)
     # sums of a[-1] products of unit normals, in another order than ORT's: float32 rounding
     atol = 1e-5 * max(1.0, a[-1] / 24)
-    err = run(model, feeds, monkeypatch, capfd, env if packed else {**env, **NO_HOST}, atol=atol)
-    assert f"node 'add' (Add): {FOLDED_PACKED if packed else FOLDED}" in err, err[-2000:]
-    assert ("node 'mm' (MatMul): packed weight (CPU)" in err) == packed, err[-2000:]
+    rec = run(model, feeds, monkeypatch, env if packed else {**env, **NO_HOST}, atol=atol)
+    assert harness.node_path(rec, "add") == (FOLDED_PACKED if packed else FOLDED), rec
+    assert (harness.node_path(rec, "mm") == PACKED) == packed, rec
 
 
 @pytest.mark.parametrize("case", ["shapeless", "product-read-twice", "bias-2d", "batched-b"])
-def test_bias_stays_a_plain_add(case, monkeypatch, capfd):
+def test_bias_stays_a_plain_add(case, monkeypatch):
     # a constant weight makes the group keyed on the CPU device (packed): off, to stay shapeless
     env = NO_HOST if case == "shapeless" else KEYED
     if case == "bias-2d":
@@ -95,13 +87,10 @@ def test_bias_stays_a_plain_add(case, monkeypatch, capfd):
     else:
         model, feeds = matmul_add((1, 16, 24), (24, 8), (8,),
                                   extra_reader=case == "product-read-twice")
-    err = run(model, feeds, monkeypatch, capfd, env)
-    assert "(Add): folded" not in err
-    assert "path shapeless" in err if case == "shapeless" else "path keyed" in err
-
-
-ROW = "packed weight, C its bias row (CPU)"
-PACKED = "packed weight (CPU)"
+    rec = run(model, feeds, monkeypatch, env)
+    assert harness.node_path(rec, "add") not in (FOLDED, FOLDED_PACKED), rec
+    want = "shapeless" if case == "shapeless" else "keyed"
+    assert any(g["path"] == want for g in rec["groups"]), rec
 
 
 @pytest.mark.parametrize("c_shape,alpha,beta,folds,packed_note", [
@@ -109,7 +98,7 @@ PACKED = "packed weight (CPU)"
     ((8,), 0.5, 1.0, False, None), ((8,), 1.0, 2.0, False, PACKED)])
 @pytest.mark.parametrize("packed", [True, False], ids=["packed", "mlx-product"])
 def test_gemm_with_unit_scales_is_one_addmm(c_shape, alpha, beta, folds, packed_note, packed,
-                                            monkeypatch, capfd):
+                                            monkeypatch):
     """Gemm by a constant B takes the packed product (C its bias row where C is one row, else
     added after), unless alpha is not 1; with MLX's product, unit scales make it one addmm."""
     rng = np.random.default_rng(2)
@@ -121,20 +110,19 @@ def test_gemm_with_unit_scales_is_one_addmm(c_shape, alpha, beta, folds, packed_
     model = harness.make_model(nodes, [("x", TP.FLOAT, (16, 24))], [("y", TP.FLOAT, None)],
                                initializers=inits)
     feeds = {"x": rng.standard_normal((16, 24), np.float32)}
-    err = run(model, feeds, monkeypatch, capfd, KEYED if packed else {**KEYED, **NO_HOST})
-    if packed:
-        assert ("node 'gemm' (Gemm): " + str(packed_note) in err) == bool(packed_note), err[-2000:]
-        assert "(Gemm): addmm" not in err
+    rec = run(model, feeds, monkeypatch, KEYED if packed else {**KEYED, **NO_HOST})
+    if packed:  # the packed product, or (alpha not 1) no noted path at all: not addmm either
+        assert harness.node_path(rec, "gemm") == packed_note, rec
     else:
-        assert ("node 'gemm' (Gemm): addmm (CPU)" in err) == folds, err[-2000:]
+        assert (harness.node_path(rec, "gemm") == ADDMM) == folds, rec
 
 
 @pytest.mark.parametrize("packed", [True, False], ids=["packed", "mlx-product"])
-def test_ort_fused_matmul_add_reaches_the_gemm_path(packed, monkeypatch, capfd):
+def test_ort_fused_matmul_add_reaches_the_gemm_path(packed, monkeypatch):
     """With ORT's optimisations on, MatMul + Add arrives as ORT's Gemm (batched left operand
     reshaped around it), which the Gemm row runs as the packed product with C as its bias row,
     or, with MLX's product, as one addmm."""
     model, feeds = matmul_add((1, 16, 24), (24, 8), (8,))
-    err = run(model, feeds, monkeypatch, capfd, KEYED if packed else {**KEYED, **NO_HOST},
+    rec = run(model, feeds, monkeypatch, KEYED if packed else {**KEYED, **NO_HOST},
               ort_fusions=True)
-    assert f"(Gemm): {ROW if packed else 'addmm (CPU)'}" in err, err[-2000:]
+    assert (ROW if packed else ADDMM) in harness.op_paths(rec, "Gemm"), rec

@@ -7,7 +7,6 @@ a Div for the scale, masks broadcast other ways or read through a transpose, cro
 broadcast batches, a single head, rows that need several blocks, a single query row, and the
 look-alikes that must stay three kernels (an inner value read elsewhere, a softmax over another
 axis, a different transpose after)."""
-import gc
 
 import numpy as np
 import pytest
@@ -18,9 +17,10 @@ import mlx_harness as harness
 from mlx_harness import make_model, rand
 
 pytestmark = pytest.mark.cpu_device
-FUSED = "attention in one kernel (CPU)"
-MERGED = "attention in one kernel, heads merged (CPU)"
-SEPARATE = "batched, operands read in place (CPU)"
+# the last MatMul's path in the run record (path, kernel, folds): src/plan/node_path.h
+FUSED = ("host_kernel", "attention", ())
+MERGED = ("host_kernel", "attention", ("merge_heads",))
+SEPARATE = ("host_kernel", "matmul_batched", ())
 
 
 def bert_attention(b, t, h, d, scale_op="Mul", mask_shape=None, merge=True, tk=None,
@@ -67,14 +67,14 @@ def bert_attention(b, t, h, d, scale_op="Mul", mask_shape=None, merge=True, tk=N
     return make_model(nodes, inputs, outputs, initializers=inits, opset=17), feeds
 
 
-def check(model, feeds, capfd, note, rtol=1e-4, atol=1e-5):
-    got, ref, err = harness.run_with_paths(model, feeds, capfd)
+def check(model, feeds, note, rtol=1e-4, atol=1e-5):
+    got, ref, record = harness.run_with_paths(model, feeds)
     assert len(got) == len(ref)
     for g, r in zip(got, ref):
         assert g.shape == r.shape
         np.testing.assert_allclose(g, r, rtol=rtol, atol=atol)
-    assert f"node 'n' (MatMul): {note}" in err, err[-3000:]
-    return got, err
+    assert harness.node_path(record, "n") == note, harness.node_paths(record)
+    return got, record
 
 
 CASES = {  # id: bert_attention arguments
@@ -93,12 +93,12 @@ CASES = {  # id: bert_attention arguments
 
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("merge", [True, False], ids=["merged", "heads-first"])
-def test_attention_is_one_kernel(case, merge, capfd):
+def test_attention_is_one_kernel(case, merge):
     model, feeds = bert_attention(**CASES[case], merge=merge)
-    check(model, feeds, capfd, MERGED if merge else FUSED)
+    check(model, feeds, MERGED if merge else FUSED)
 
 
-def test_mask_read_through_a_transpose(capfd):
+def test_mask_read_through_a_transpose():
     """A mask whose rows are strided (a transposed view): the kernel gathers each row."""
     model, feeds = bert_attention(b=2, t=12, h=2, d=8, mask_shape=(2, 1, 12, 12))
     nodes = list(model.graph.node)
@@ -107,10 +107,10 @@ def test_mask_read_through_a_transpose(capfd):
     nodes[i + 1].input[1] = "mt"
     del model.graph.node[:]
     model.graph.node.extend(nodes)
-    check(model, feeds, capfd, MERGED)
+    check(model, feeds, MERGED)
 
 
-def test_single_head_and_broadcast_batches(capfd):
+def test_single_head_and_broadcast_batches():
     """q [M, K] against a batch of keys, v [N, D] shared by every item: broadcast operands."""
     nodes = [helper.make_node("Relu", ["q"], ["rq"]), helper.make_node("Relu", ["k"], ["rk"]),
              helper.make_node("Relu", ["v"], ["rv"]),
@@ -121,13 +121,13 @@ def test_single_head_and_broadcast_batches(capfd):
                                ("v", TP.FLOAT, [17, 5])], [("y", TP.FLOAT, None)], opset=13)
     feeds = {"q": rand((6, 10), seed=7), "k": rand((3, 10, 17), seed=8),
              "v": rand((17, 5), seed=9)}
-    check(model, feeds, capfd, FUSED)
+    check(model, feeds, FUSED)
     two_d = make_model(nodes, [("q", TP.FLOAT, [6, 10]), ("k", TP.FLOAT, [10, 17]),
                                ("v", TP.FLOAT, [17, 5])], [("y", TP.FLOAT, None)], opset=13)
-    check(two_d, {"q": feeds["q"], "k": feeds["k"][0], "v": feeds["v"]}, capfd, FUSED)
+    check(two_d, {"q": feeds["q"], "k": feeds["k"][0], "v": feeds["v"]}, FUSED)
 
 
-def test_softmax_of_an_older_opset(capfd):
+def test_softmax_of_an_older_opset():
     """Softmax-11 coerces to 2-D at its axis; at the last axis that is the same softmax."""
     nodes = [helper.make_node("Relu", ["q"], ["rq"]), helper.make_node("Relu", ["k"], ["rk"]),
              helper.make_node("MatMul", ["rq", "rk"], ["s"]),
@@ -137,7 +137,7 @@ def test_softmax_of_an_older_opset(capfd):
                                ("v", TP.FLOAT, [2, 9, 3])], [("y", TP.FLOAT, None)], opset=11)
     feeds = {"q": rand((2, 7, 4), seed=10), "k": rand((2, 4, 9), seed=11),
              "v": rand((2, 9, 3), seed=12)}
-    check(model, feeds, capfd, FUSED)
+    check(model, feeds, FUSED)
 
 
 LOOKALIKES = {  # id: (bert_attention arguments, the MatMul's note)
@@ -150,16 +150,17 @@ LOOKALIKES = {  # id: (bert_attention arguments, the MatMul's note)
 
 
 @pytest.mark.parametrize("case", list(LOOKALIKES))
-def test_lookalikes_stay_apart(case, capfd):
+def test_lookalikes_stay_apart(case):
     args, note = LOOKALIKES[case]
     model, feeds = bert_attention(b=2, t=12, h=3, d=8, mask_shape=(2, 1, 1, 12), **args)
-    check(model, feeds, capfd, note)
+    check(model, feeds, note)
 
 
-def test_changing_shapes(capfd):
+def test_changing_shapes():
     """A keyed group traces again for new sequence lengths; the kernel's geometry follows them."""
     model, _ = bert_attention(b=1, t=16, h=2, d=8, dynamic=True)
-    s = harness.mlx_session(model, provider_options={"verbose": "1"})
+    rec = harness.Recorded(model)
+    s = rec.session
     ref = harness.cpu_session(model)
     for t, tk in ((16, 16), (16, 16), (40, 7), (3, 300)):
         f = {"q": rand((1, t, 16), seed=t), "k": rand((1, tk, 16), seed=tk),
@@ -168,5 +169,4 @@ def test_changing_shapes(capfd):
         assert got.shape == want.shape == (1, t, 16)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     del s
-    gc.collect()
-    assert MERGED in capfd.readouterr().err
+    assert harness.node_path(rec.close(), "n") == MERGED

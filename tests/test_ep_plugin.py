@@ -1,7 +1,7 @@
 """The plugin as ORT sees it: exported symbols, registration, devices, provider options, and the
 verbose diagnostics printed at session creation and teardown."""
+import json
 import os
-import re
 import subprocess
 import sys
 
@@ -77,23 +77,26 @@ def test_cpu_buffer_cache_is_raised_never_lowered(tmp_path):
     model.write_bytes(add_model().SerializeToString())
 
     def limits(*option_sets):
+        """The limit each session's run record reports (None: the EP left MLX's alone)."""
+        records = [str(tmp_path / f"stats-{i}.json") for i in range(len(option_sets))]
         code = (
             "import numpy as np, sys; sys.path.insert(0, %r)\n"
             "from mlx_harness import mlx_session\n"
-            "for opts in %r:\n"
-            "    s = mlx_session(%r, provider_options=dict(opts, verbose='1', device='cpu'))\n"
+            "for opts, rec in zip(%r, %r):\n"
+            "    s = mlx_session(%r, provider_options=dict(opts, stats_file=rec, device='cpu'))\n"
             "    s.run(None, {'a': np.ones((2, 3), np.float32), 'b': np.ones(3, np.float32)})\n"
-            % (os.path.dirname(__file__), option_sets, str(model)))
+            "    del s\n"
+            % (os.path.dirname(__file__), option_sets, records, str(model)))
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr[-2000:]
-        return re.findall(r"MLX buffer cache limit: (\d+) MiB", r.stderr)
+        return [json.loads(open(rec).read())["cpu_cache_limit_mb"] for rec in records]
 
-    [default] = map(int, limits({}))
+    [default] = limits({})
     has_gpu = any(d.ep_metadata.get("mlx_device") == "gpu" for d in mlx.ep_devices())
     assert default == 1024 or (default > 2048 and has_gpu)
-    bigger, smaller = map(int, limits({"cpu_cache_mb": "2048"}, {"cpu_cache_mb": "64"}))
+    bigger, smaller = limits({"cpu_cache_mb": "2048"}, {"cpu_cache_mb": "64"})
     assert bigger == max(2048, default) and smaller == bigger
-    assert limits({"cpu_cache_mb": "0"}) == []
+    assert limits({"cpu_cache_mb": "0"}) == [None]
 
 
 def test_gpu_option_without_gpu_backend_is_refused(capsys):

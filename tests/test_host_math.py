@@ -8,7 +8,7 @@ to float32 rounding (the host forms fuse multiply-adds where the processor has F
 kernel replaces whole (src/cpu/patterns.c): Gelu's five-node spelling in its forms, Swish
 as x * Sigmoid(x), layer normalisation's nine-node spelling, a Softmax with its scale and mask
 folded in, and look-alikes that must stay node by node."""
-import gc
+import json
 import math
 import os
 import subprocess
@@ -21,18 +21,19 @@ from onnx import TensorProto as TP
 from onnx import helper
 
 import mlx_harness as harness
-from mlx_harness import make_model, rand
+from mlx_harness import host, make_model, node_path, node_paths, rand
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-HOST = "host kernel (CPU)"
+KERNEL = {"Softmax": "softmax", "LayerNormalization": "layer_norm", "Erf": "erf",
+          "Sigmoid": "sigmoid"}  # the host kernel each op's node 'n' takes
 pytestmark = pytest.mark.cpu_device
 
 
-def run_checked(model, feeds, op, capfd, rtol, atol):
-    got, ref, err = harness.run_with_paths(model, feeds, capfd)
+def run_checked(model, feeds, op, rtol, atol):
+    got, ref, rec = harness.run_with_paths(model, feeds)
     assert got[0].shape == ref[0].shape and got[0].dtype == ref[0].dtype
     np.testing.assert_allclose(got[0], ref[0], rtol=rtol, atol=atol)
-    assert f"node 'n' ({op}): {HOST}" in err
+    assert node_path(rec, "n") == host(KERNEL[op]), node_paths(rec)
     return got[0]
 
 
@@ -41,16 +42,16 @@ SHAPES = [(1, 1), (3, 5), (2, 7, 9), (4, 16), (12, 128, 128), (3, 1000), (700, 7
 
 @pytest.mark.parametrize("shape", SHAPES, ids=[str(s) for s in SHAPES])
 @pytest.mark.parametrize("opset", [11, 13])
-def test_softmax_last_axis(shape, opset, capfd):
+def test_softmax_last_axis(shape, opset):
     x = rand(shape, low=-30, high=30, seed=3)
     axis = len(shape) - 1 if opset < 13 else -1
     model = make_model([helper.make_node("Softmax", ["x"], ["y"], name="n", axis=axis)],
                        [("x", TP.FLOAT, list(shape))], [("y", TP.FLOAT, None)], opset=opset)
-    y = run_checked(model, {"x": x}, "Softmax", capfd, rtol=1e-5, atol=1e-7)
+    y = run_checked(model, {"x": x}, "Softmax", rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(y.sum(-1), 1.0, rtol=1e-5)
 
 
-def test_softmax_extremes(capfd):
+def test_softmax_extremes():
     x = rand((6, 11), low=-5, high=5, seed=4)
     x[0, :] = [-1e30, 1e30, 0, 0, 0, 0, 0, 0, 0, 0, 0]  # far past exp's clamps
     x[1, 3] = -np.inf                                  # exp(-inf) is 0
@@ -62,8 +63,7 @@ def test_softmax_extremes(capfd):
     model = make_model([helper.make_node("Softmax", ["x"], ["y"], name="n", axis=-1)],
                        [("x", TP.FLOAT, [6, 11])], [("y", TP.FLOAT, None)], opset=13)
     ref = harness.cpu_session(model).run(None, {"x": x})[0]
-    capfd.readouterr()
-    got = harness.run_on_mlx(model, {"x": x}, provider_options={"verbose": "1"})[0][0]
+    got = harness.run_on_mlx(model, {"x": x})[0][0]
     np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-30)
     assert np.isnan(got[4]).all() and not np.isnan(got[:4]).any()
 
@@ -74,7 +74,7 @@ LN_CASES = [((2, 3, 8), True), ((5, 9), True), ((1, 384), False), ((128, 384), T
 
 @pytest.mark.parametrize("shape,bias", LN_CASES, ids=[f"{s}-{'bias' if b else 'nobias'}"
                                                      for s, b in LN_CASES])
-def test_layer_norm_last_axis(shape, bias, capfd):
+def test_layer_norm_last_axis(shape, bias):
     d = shape[-1]
     inits = [("s", rand((d,), low=0.5, high=1.5, seed=5))]
     if bias:
@@ -84,10 +84,10 @@ def test_layer_norm_last_axis(shape, bias, capfd):
     model = make_model([node], [("x", TP.FLOAT, list(shape))], [("y", TP.FLOAT, None)],
                        initializers=inits)
     x = rand(shape, low=-3, high=5, seed=7)
-    run_checked(model, {"x": x}, "LayerNormalization", capfd, rtol=1e-4, atol=1e-5)
+    run_checked(model, {"x": x}, "LayerNormalization", rtol=1e-4, atol=1e-5)
 
 
-SKIP = "host kernel, the Add before it folded in (CPU)"
+SKIP = host("layer_norm", "residual")
 SKIP_CASES = {  # id: (x shape, the Add's second operand's shape, also return the sum, folded)
     "residual": ((2, 3, 8), (2, 3, 8), False, True),
     "remainder": ((3, 5, 13), (3, 5, 13), False, True),
@@ -98,7 +98,7 @@ SKIP_CASES = {  # id: (x shape, the Add's second operand's shape, also return th
 
 
 @pytest.mark.parametrize("case", list(SKIP_CASES))
-def test_layer_norm_of_a_residual_sum(case, capfd):
+def test_layer_norm_of_a_residual_sum(case):
     """A transformer's residual Add before its LayerNormalization is added inside the layer
     norm's kernel, when the Add's operands have its shape and nothing else reads the sum."""
     shape, other, returned, folded = SKIP_CASES[case]
@@ -112,20 +112,20 @@ def test_layer_norm_of_a_residual_sum(case, capfd):
                        outputs, initializers=[("s", rand((d,), low=0.5, high=1.5, seed=5)),
                                               ("c", rand((d,), seed=6))])
     feeds = {"x": rand(shape, low=-3, high=5, seed=7), "r": rand(other, seed=8)}
-    got, ref, err = harness.run_with_paths(model, feeds, capfd)
+    got, ref, rec = harness.run_with_paths(model, feeds)
     for g, r in zip(got, ref):
         np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-5)
-    assert f"node 'n' (LayerNormalization): {SKIP if folded else HOST}" in err
+    assert node_path(rec, "n") == (SKIP if folded else host("layer_norm")), node_paths(rec)
 
 
 @pytest.mark.parametrize("n", [1, 7, 8, 9, 196608 + 5])
-def test_erf(n, capfd):
+def test_erf(n):
     x = rand((n,), low=-4, high=4, seed=8)
     if n > 10:  # both branches' edges, signed zeros, saturation, infinities, NaN
         x[:10] = [0.0, -0.0, 1.0, -1.0, np.nextafter(1, 0), 10.0, -10.0, np.inf, -np.inf, 0.5]
     model = make_model([helper.make_node("Erf", ["x"], ["y"], name="n")],
                        [("x", TP.FLOAT, [n])], [("y", TP.FLOAT, None)])
-    y = run_checked(model, {"x": x}, "Erf", capfd, rtol=1e-6, atol=2e-7)
+    y = run_checked(model, {"x": x}, "Erf", rtol=1e-6, atol=2e-7)
     if n > 10:
         assert np.signbit(y[1]) and not np.signbit(y[0])
         # within 1.7e-7 relative of float64 (both branches: the polynomial in x^2 below 1, the
@@ -140,23 +140,22 @@ def test_erf(n, capfd):
     assert np.isnan(harness.run_on_mlx(model, {"x": x})[0][0]).all()
 
 
-def test_group_is_keyed_on_the_cpu_device(capfd):
+def test_group_is_keyed_on_the_cpu_device():
     """Softmax, LayerNormalization and Erf rows are shapeless on the GPU but keyed on the CPU
     device, where their host kernels are built for concrete shapes (src/plan/plan.c)."""
     nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
              helper.make_node("Softmax", ["r"], ["y"], name="n", axis=-1)]
     model = make_model(nodes, [("x", TP.FLOAT, ["N", 16])], [("y", TP.FLOAT, None)], opset=13)
-    s = harness.mlx_session(model, allow_cpu=False, provider_options={"verbose": "1"})
+    rec = harness.Recorded(model)
     for n in (3, 5):
         x = rand((n, 16), seed=n)
-        np.testing.assert_allclose(s.run(None, {"x": x})[0],
+        np.testing.assert_allclose(rec.session.run(None, {"x": x})[0],
                                    harness.cpu_session(model).run(None, {"x": x})[0], rtol=1e-5)
-    capfd.readouterr()
-    del s
-    gc.collect()
-    err = capfd.readouterr().err
-    assert "path keyed (Softmax 'n' is shape-keyed)" in err, err[-2000:]
-    assert f"node 'n' (Softmax): {HOST}" in err
+    record = rec.close()
+    group = harness.only_group(record)
+    assert group["path"] == "keyed", group
+    assert group["decided_by"] == {"node": "n", "op": "Softmax", "class": "shape_keyed"}, group
+    assert node_path(record, "n") == host("softmax"), group
 
 
 def test_switched_off_composes_and_agrees(tmp_path):
@@ -174,7 +173,7 @@ def test_switched_off_composes_and_agrees(tmp_path):
         sys.path.insert(0, {HERE!r})
         import onnxruntime_ep_mlx as mlx
         from mlx_harness import rand
-        so = mlx.session_options({{"device": "cpu", "verbose": "1"}})
+        so = mlx.session_options({{"device": "cpu", "stats_file": sys.argv[2]}})
         so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
         s = ort.InferenceSession({str(path)!r}, so)
         np.savez(sys.argv[1], *s.run(None, {{"x": rand((64, 96), low=-3, high=3, seed=10)}}))
@@ -188,11 +187,16 @@ def test_switched_off_composes_and_agrees(tmp_path):
         env.pop("ONNXRUNTIME_EP_MLX_NO_HOST_MATH", None)
         if mode == "off":
             env["ONNXRUNTIME_EP_MLX_NO_HOST_MATH"] = "1"
-        out = tmp_path / f"{mode}.npz"
-        r = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True,
-                           text=True, env=env)
+        out, stats = tmp_path / f"{mode}.npz", tmp_path / f"{mode}.json"
+        r = subprocess.run([sys.executable, "-c", code, str(out), str(stats)],
+                           capture_output=True, text=True, env=env)
         assert r.returncode == 0, r.stderr[-3000:]
-        assert (HOST in r.stderr) == (mode == "on"), r.stderr[-3000:]
+        paths = node_paths(json.loads(stats.read_text()))
+        want = {"sm": host("softmax"), "erf": host("erf"), "ln": host("layer_norm")}
+        if mode == "on":
+            assert paths == want, paths
+        else:
+            assert not any(p[0] == "host_kernel" for p in paths.values()), paths
         outs[mode] = np.load(out)
     on, off = [[outs[m][k] for k in outs[m].files] for m in ("on", "off")]
     np.testing.assert_allclose(on[0], off[0], rtol=2e-6, atol=1e-9)  # softmax: sums reordered
@@ -202,8 +206,8 @@ def test_switched_off_composes_and_agrees(tmp_path):
 
 
 # --- chains one kernel replaces (src/cpu/patterns.c) ------------------------------------
-GELU_TAIL = "last of a Gelu's five nodes: one host kernel (CPU)"
-GELU_INNER = "inside a Gelu: its last Mul's host kernel computes it"
+GELU_TAIL = host("gelu")  # the last Mul
+GELU_INNER = ("inside", "gelu", ())  # the Erf: the last Mul's kernel computes it
 
 
 def gelu_nodes(form):
@@ -231,20 +235,20 @@ GELU_CONSTS = [("c_sq2", np.array(np.sqrt(2), np.float32)),
 
 @pytest.mark.parametrize("form", ["div", "mul-scale", "half-first"])
 @pytest.mark.parametrize("shape", [(5, 7), (64, 1536)], ids=["small", "split"])
-def test_gelu_chain_is_one_kernel(form, shape, capfd):
+def test_gelu_chain_is_one_kernel(form, shape):
     x = rand(shape, low=-6, high=6, seed=11)
     x.flat[:4] = [0.0, -0.0, 12.0, -12.0]
     model = make_model(gelu_nodes(form), [("x", TP.FLOAT, list(shape))], [("y", TP.FLOAT, None)],
                        initializers=GELU_CONSTS, opset=13)
-    got, ref, err = harness.run_with_paths(model, {"x": x}, capfd)
+    got, ref, rec = harness.run_with_paths(model, {"x": x})
     # for x well below 0, 1 + erf cancels: an ulp of erf near -1 (6e-8) times |x| apart
     np.testing.assert_allclose(got[0], ref[0], rtol=2e-6, atol=1e-6)
-    assert f"node 'n' (Mul): {GELU_TAIL}" in err
-    assert f"node 'erf' (Erf): {GELU_INNER}" in err
+    assert node_path(rec, "n") == GELU_TAIL, node_paths(rec)
+    assert node_path(rec, "erf") == GELU_INNER, node_paths(rec)
 
 
 @pytest.mark.parametrize("case", ["inner-read-twice", "inner-is-output", "wrong-constant"])
-def test_gelu_lookalikes_stay_separate(case, capfd):
+def test_gelu_lookalikes_stay_separate(case):
     """A chain whose inner value something else reads (or the graph returns), or whose constant
     is not Gelu's, runs node by node."""
     nodes, outputs, consts = gelu_nodes("div"), [("y", TP.FLOAT, None)], list(GELU_CONSTS)
@@ -256,12 +260,12 @@ def test_gelu_lookalikes_stay_separate(case, capfd):
     else:
         consts[0] = ("c_sq2", np.array(1.5, np.float32))
     model = make_model(nodes, [("x", TP.FLOAT, [4, 9])], outputs, initializers=consts, opset=13)
-    got, ref, err = harness.run_with_paths(model, {"x": rand((4, 9), low=-3, high=3, seed=12)},
-                                           capfd)
+    got, ref, rec = harness.run_with_paths(model, {"x": rand((4, 9), low=-3, high=3, seed=12)})
     for g, r in zip(got, ref):
         np.testing.assert_allclose(g, r, rtol=2e-6, atol=1e-7)
-    assert GELU_TAIL not in err and GELU_INNER not in err
-    assert f"node 'erf' (Erf): {HOST}" in err
+    paths = node_paths(rec)
+    assert GELU_TAIL not in paths.values() and GELU_INNER not in paths.values(), paths
+    assert paths.get("erf") == host("erf"), paths
 
 
 SOFTMAX_FOLDS = [  # (scale op or None, scale, mask shape or None)
@@ -272,7 +276,7 @@ SOFTMAX_FOLDS = [  # (scale op or None, scale, mask shape or None)
 @pytest.mark.parametrize("op,scale,mask", SOFTMAX_FOLDS,
                          ids=["mul-mask4d", "div-mask4d", "mask2d", "scale-only", "mask-full",
                               "mask-mid-broadcast"])
-def test_softmax_folds_scale_and_mask(op, scale, mask, capfd):
+def test_softmax_folds_scale_and_mask(op, scale, mask):
     shape = (2, 3, 40, 40)
     nodes, inputs, inits, v = [], [("s", TP.FLOAT, list(shape))], [], "s"
     if op:
@@ -288,33 +292,33 @@ def test_softmax_folds_scale_and_mask(op, scale, mask, capfd):
         v = "q"
     nodes.append(helper.make_node("Softmax", [v], ["y"], name="n", axis=-1))
     model = make_model(nodes, inputs, [("y", TP.FLOAT, None)], initializers=inits, opset=13)
-    got, ref, err = harness.run_with_paths(model, feeds, capfd)
+    got, ref, rec = harness.run_with_paths(model, feeds)
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-7)
-    note = ("scale and mask folded in" if mask else "scale folded in")
-    assert f"node 'n' (Softmax): host kernel, {note} (CPU)" in err
+    folds = ("scale",) * (op is not None) + ("mask",) * (mask is not None)
+    assert node_path(rec, "n") == host("softmax", *folds), node_paths(rec)
 
 
-def test_softmax_mask_broadcast_over_columns_is_not_folded(capfd):
+def test_softmax_mask_broadcast_over_columns_is_not_folded():
     """A mask that is not a whole row (its last axis 1) is added first, as its own node."""
     nodes = [helper.make_node("Add", ["s", "m"], ["q"], name="mask"),
              helper.make_node("Softmax", ["q"], ["y"], name="n", axis=-1)]
     model = make_model(nodes, [("s", TP.FLOAT, [4, 16]), ("m", TP.FLOAT, [4, 1])],
                        [("y", TP.FLOAT, None)], opset=13)
     feeds = {"s": rand((4, 16), seed=15), "m": rand((4, 1), seed=16)}
-    got, ref, err = harness.run_with_paths(model, feeds, capfd)
+    got, ref, rec = harness.run_with_paths(model, feeds)
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-7)
-    assert f"node 'n' (Softmax): {HOST}" in err
+    assert node_path(rec, "n") == host("softmax"), node_paths(rec)
 
 
 # --- elementwise chains with constants (src/cpu/chain.c) --------------------------------
-CHAIN = "last of an elementwise chain: one host kernel (CPU)"
+CHAIN = host("chain")  # the chain's last node: one host kernel
 
 
 def one(v):
     return np.array([v], np.float32)
 
 
-EPILOGUE = "last of an elementwise chain: the epilogue of the kernel computing its input (CPU)"
+EPILOGUE = ("epilogue", "chain", ())  # applied by the kernel computing the chain's input
 
 # (producer, x shape, weight shape, producer attributes, whether its output is also returned)
 VISION_CASES = [
@@ -329,7 +333,7 @@ VISION_CASES = [
 
 @pytest.mark.parametrize("producer,xs,ws,attrs,returned", VISION_CASES,
                          ids=[c[0] for c in VISION_CASES])
-def test_vision_chain_after_a_convolution(producer, xs, ws, attrs, returned, capfd):
+def test_vision_chain_after_a_convolution(producer, xs, ws, attrs, returned):
     """PP-OCR's block: a convolution, then a scale and shift by [1] constants, HardSwish in four
     nodes, and another scale and shift: one kernel at the last Add. After a pointwise (its bias
     inside the product), an im2col or a depthwise convolution (host kernels) that nothing else
@@ -354,12 +358,14 @@ def test_vision_chain_after_a_convolution(producer, xs, ws, attrs, returned, cap
     outputs = [("y", TP.FLOAT, None)] + ([("c", TP.FLOAT, None)] if returned else [])
     model = make_model(nodes, [("x", TP.FLOAT, list(xs))], outputs, initializers=inits,
                        opset=13)
-    got, ref, err = harness.run_with_paths(model, {"x": rand(xs, low=-4, high=4, seed=21)}, capfd)
+    got, ref, rec = harness.run_with_paths(model, {"x": rand(xs, low=-4, high=4, seed=21)})
     for g, r in zip(got, ref):  # sums of up to 144 products near 25, then the chain
         np.testing.assert_allclose(g, r, rtol=1e-5, atol=5e-5)
     folded = producer in ("pointwise", "pointwise-bias", "depthwise", "im2col")
-    assert f"node 'n' (Add): {EPILOGUE if folded else CHAIN}" in err, err[-2000:]
-    assert err.count(CHAIN) + err.count(EPILOGUE) == 1, err  # the inner steps see it goes on
+    paths = node_paths(rec)
+    assert paths.get("n") == (EPILOGUE if folded else CHAIN), paths
+    # the inner steps see the chain goes on
+    assert list(paths.values()).count(CHAIN) + list(paths.values()).count(EPILOGUE) == 1, paths
 
 
 # MatMul with a constant weight (one packed product, src/cpu/matmul.c), then a chain: the
@@ -368,7 +374,7 @@ def test_vision_chain_after_a_convolution(producer, xs, ws, attrs, returned, cap
 # the group on shapes (a packed product is never traced shapeless).
 @pytest.mark.parametrize("m,k,n", [(300, 64, 40), (24, 500, 200), (200, 800, 96), (7, 3, 5)],
                          ids=["rows", "columns", "k-blocks", "tiny"])
-def test_chain_after_a_packed_product(m, k, n, capfd):
+def test_chain_after_a_packed_product(m, k, n):
     nodes = [helper.make_node("Softmax", ["x"], ["sx"], axis=-1),
              helper.make_node("MatMul", ["sx", "w"], ["p"]),
              helper.make_node("Mul", ["p", "s1"], ["m1"]),
@@ -378,13 +384,13 @@ def test_chain_after_a_packed_product(m, k, n, capfd):
              ("b1", one(0.25))]
     model = make_model(nodes, [("x", TP.FLOAT, [m, k])], [("y", TP.FLOAT, None)],
                        initializers=inits, opset=13)
-    got, ref, err = harness.run_with_paths(model, {"x": rand((m, k), seed=26)}, capfd)
+    got, ref, rec = harness.run_with_paths(model, {"x": rand((m, k), seed=26)})
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-5)
-    assert f"node 'n' (Sub): {EPILOGUE}" in err, err[-2000:]
+    assert node_path(rec, "n") == EPILOGUE, node_paths(rec)
 
 
 @pytest.mark.parametrize("opset", [10, 13])
-def test_every_step_kind(opset, capfd):
+def test_every_step_kind(opset):
     """Sub from a constant, Div into one, Max, Min, Clip (attributes before opset 11, inputs
     after), Relu, in one chain after a Softmax (which keys the group on shapes)."""
     clip = (helper.make_node("Clip", ["d"], ["cl"], min=-0.5, max=2.5) if opset < 11 else
@@ -402,14 +408,13 @@ def test_every_step_kind(opset, capfd):
         inits += [("lo", np.array(-0.5, np.float32)), ("hi", np.array(2.5, np.float32))]
     model = make_model(nodes, [("x", TP.FLOAT, [64, 100])], [("y", TP.FLOAT, None)],
                        initializers=inits, opset=opset)
-    got, ref, err = harness.run_with_paths(model, {"x": rand((64, 100), low=-3, high=3, seed=22)},
-                                           capfd)
+    got, ref, rec = harness.run_with_paths(model, {"x": rand((64, 100), low=-3, high=3, seed=22)})
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-6)
-    assert f"node 'n' (Relu): {CHAIN}" in err
+    assert node_path(rec, "n") == CHAIN, node_paths(rec)
 
 
 @pytest.mark.parametrize("case", ["inner-is-output", "widening-constant", "small"])
-def test_chain_boundaries(case, capfd):
+def test_chain_boundaries(case):
     """A chain stops at a value the graph returns (two shorter chains, each of 3 nodes); a
     constant of more dimensions than the value is left to MLX (it widens the result); below 4096
     elements MLX's fused kernel is kept."""
@@ -425,19 +430,18 @@ def test_chain_boundaries(case, capfd):
                                           else [])
     model = make_model(nodes, [("x", TP.FLOAT, [n, 64])], outputs, initializers=[("k", k)],
                        opset=13)
-    got, ref, err = harness.run_with_paths(model, {"x": rand((n, 64), seed=23)}, capfd)
+    got, ref, rec = harness.run_with_paths(model, {"x": rand((n, 64), seed=23)})
     for g, r in zip(got, ref):
         assert g.shape == r.shape
         np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-6)
     notes = {"inner-is-output": ["n2", "n5"], "widening-constant": [], "small": []}[case]
-    noted = [f"n{i}" for i in range(6)
-             if f"node 'n{i}' ({'Mul' if i % 2 else 'Add'}): {CHAIN}" in err]
-    assert noted == notes, err[-1500:]
+    noted = [f"n{i}" for i in range(6) if node_path(rec, f"n{i}") == CHAIN]
+    assert noted == notes, node_paths(rec)
 
 
 # --- the sigmoid, Swish and layer normalisation's nine-node spelling -------------------------
 @pytest.mark.parametrize("n", [1, 9, 40 * 240 + 3, 196608 + 5])
-def test_sigmoid(n, capfd):
+def test_sigmoid(n):
     x = rand((n,), low=-12, high=12, seed=21)
     if n > 10:  # signed zeros, both sides' saturation, exp's flush to zero, infinities
         x[:10] = [0.0, -0.0, 1.0, -1.0, 20.0, -20.0, 100.0, -100.0, np.inf, -np.inf]
@@ -445,7 +449,7 @@ def test_sigmoid(n, capfd):
                        [("x", TP.FLOAT, [n])], [("y", TP.FLOAT, None)])
     # ORT's own logistic is a rational approximation: up to 1.5e-7 apart from float64 in absolute
     # terms, 2% in relative terms near -12; against float64 below, ours is within 2.4e-7 relative
-    y = run_checked(model, {"x": x}, "Sigmoid", capfd, rtol=1e-6, atol=3e-7)
+    y = run_checked(model, {"x": x}, "Sigmoid", rtol=1e-6, atol=3e-7)
     exact = 1 / (1 + np.exp(-x.astype(np.float64)))
     keep = np.abs(x) < 80
     assert np.max(np.abs(y[keep] - exact[keep]) / exact[keep]) <= 2.4e-7
@@ -457,11 +461,9 @@ def test_sigmoid(n, capfd):
     assert np.isnan(harness.run_on_mlx(model, {"x": x})[0][0]).all()
 
 
-SWISH_TAIL = "Swish, x * Sigmoid(x): one host kernel (CPU)"
-SWISH_INNER = "inside a Swish: its Mul's host kernel computes it"
-
-
-QUICK_TAIL = "x * Sigmoid(x * beta): one host kernel (CPU)"
+SWISH_TAIL = host("swish")  # the Mul of x * Sigmoid(x)
+SWISH_INNER = ("inside", "swish", ())  # the Sigmoid: the Mul's kernel computes it
+QUICK_TAIL = host("swish", "scale")  # x * Sigmoid(x * beta): beta taken in
 
 
 def swish_nodes(order, beta):
@@ -479,27 +481,26 @@ def swish_nodes(order, beta):
 @pytest.mark.parametrize("beta", [None, 1.702], ids=["swish", "quick-gelu"])
 @pytest.mark.parametrize("order", ["x-first", "sigmoid-first"])
 @pytest.mark.parametrize("shape", [(40, 240), (64, 1536)], ids=["small", "split"])
-def test_swish_is_one_kernel(beta, order, shape, capfd):
+def test_swish_is_one_kernel(beta, order, shape):
     x = rand(shape, low=-10, high=10, seed=22)
     x.flat[:4] = [0.0, -0.0, 100.0, -100.0]
     nodes, inits = swish_nodes(order, beta)
     model = make_model(nodes, [("x", TP.FLOAT, list(shape))], [("y", TP.FLOAT, None)],
                        initializers=inits)
-    got, ref, err = harness.run_with_paths(model, {"x": x}, capfd)
+    got, ref, rec = harness.run_with_paths(model, {"x": x})
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-6, atol=3e-6)  # ORT's logistic, above
     tail = QUICK_TAIL if beta else SWISH_TAIL
-    assert f"node 'n' (Mul): {tail}" in err and f"node 'sig' (Sigmoid): {SWISH_INNER}" in err
+    paths = node_paths(rec)
+    assert paths.get("n") == tail and paths.get("sig") == SWISH_INNER, paths
 
 
-SWISH_FOLDED = "Swish, x * Sigmoid(x): the epilogue of the kernel computing x (CPU)"
-
-
-QUICK_FOLDED = "x * Sigmoid(x * beta): the epilogue of the kernel computing x (CPU)"
+SWISH_FOLDED = ("epilogue", "swish", ())  # applied by the kernel computing x
+QUICK_FOLDED = ("epilogue", "swish", ("scale",))
 
 
 @pytest.mark.parametrize("beta", [None, 1.702], ids=["swish", "quick-gelu"])
 @pytest.mark.parametrize("producer", ["pointwise", "matmul", "matmul-returned"])
-def test_swish_folds_into_the_product_before_it(producer, beta, capfd):
+def test_swish_folds_into_the_product_before_it(producer, beta):
     """Swish of a product's result (PP-OCRv4 rec's neck: a 1x1 convolution, then x * Sigmoid(x);
     its transformer blocks: a MatMul, then QuickGelu's x * Sigmoid(1.702 x)) is that product's
     epilogue, applied to the rows it has just finished; when the product's result is returned
@@ -516,14 +517,14 @@ def test_swish_folds_into_the_product_before_it(producer, beta, capfd):
         outputs.append(("x", TP.FLOAT, None))
     model = make_model([first] + nodes, [("x0", TP.FLOAT, list(xs))], outputs,
                        initializers=[("w", w)] + inits, opset=13)
-    got, ref, err = harness.run_with_paths(model, {"x0": rand(xs, low=-2, high=2, seed=32)}, capfd)
+    got, ref, rec = harness.run_with_paths(model, {"x0": rand(xs, low=-2, high=2, seed=32)})
     for g, r in zip(got, ref):
         np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5)
     returned = producer.endswith("returned")
     tail = (QUICK_TAIL if returned else QUICK_FOLDED) if beta else (
         SWISH_TAIL if returned else SWISH_FOLDED)
-    assert f"node 'n' (Mul): {tail}" in err and f"node 'sig' (Sigmoid): {SWISH_INNER}" in err, \
-        err[-2000:]
+    paths = node_paths(rec)
+    assert paths.get("n") == tail and paths.get("sig") == SWISH_INNER, paths
 
 
 SWISH_LOOKALIKES = ["sigmoid-read-twice", "other-operand", "sigmoid-is-output",
@@ -532,7 +533,7 @@ SWISH_LOOKALIKES = ["sigmoid-read-twice", "other-operand", "sigmoid-is-output",
 
 
 @pytest.mark.parametrize("case", SWISH_LOOKALIKES)
-def test_swish_lookalikes_stay_separate(case, capfd):
+def test_swish_lookalikes_stay_separate(case):
     """A Sigmoid something else reads (or the graph returns), or a Mul by another value's
     sigmoid, runs as its own host kernel and a Mul; so does QuickGelu's spelling when the value
     scaled is not the one multiplied, the scale is not a one-element constant, or the scaled
@@ -561,14 +562,15 @@ def test_swish_lookalikes_stay_separate(case, capfd):
         outputs.append(("xb", TP.FLOAT, None))
     model = make_model(nodes, inputs, outputs, initializers=inits)
     feeds = {"x": rand((6, 10), low=-5, high=5, seed=23), "z": rand((6, 10), seed=24)}
-    got, ref, err = harness.run_with_paths(model, feeds, capfd)
+    got, ref, rec = harness.run_with_paths(model, feeds)
     for g, r in zip(got, ref):
         np.testing.assert_allclose(g, r, rtol=1e-6, atol=3e-7)
-    assert SWISH_TAIL not in err and QUICK_TAIL not in err and SWISH_INNER not in err
-    assert f"node 'sig' (Sigmoid): {HOST}" in err
+    paths = node_paths(rec)
+    assert not {SWISH_TAIL, QUICK_TAIL, SWISH_INNER} & set(paths.values()), paths
+    assert paths.get("sig") == host("sigmoid"), paths
 
 
-LN_TAIL = "last of a layer normalisation's nine nodes: one host kernel (CPU)"
+LN_TAIL = host("layer_norm")  # on the spelling's last Add
 
 
 def layer_norm_nodes(opset, square="pow", swap=False, axis=-1, extra_reader=False):
@@ -602,19 +604,19 @@ def layer_norm_consts(c, axis=-1):
 @pytest.mark.parametrize("opset,square,swap", [(13, "pow", False), (13, "mul", True),
                                                (18, "pow", True), (18, "mul", False)])
 @pytest.mark.parametrize("shape", [(1, 40, 120), (700, 77)], ids=["rec-neck", "split"])
-def test_layer_norm_chain_is_one_kernel(opset, square, swap, shape, capfd):
+def test_layer_norm_chain_is_one_kernel(opset, square, swap, shape):
     x = rand(shape, low=-3, high=5, seed=27)
     model = make_model(layer_norm_nodes(opset, square, swap), [("x", TP.FLOAT, list(shape))],
                        [("y", TP.FLOAT, None)], initializers=layer_norm_consts(shape[-1]),
                        opset=opset)
     # ORT's own optimiser fuses some spellings into LayerNormalization before the EP sees them
-    got, ref, err = harness.run_with_paths(model, {"x": x}, capfd, optimize=False)
+    got, ref, rec = harness.run_with_paths(model, {"x": x}, optimize=False)
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-5)
-    assert f"node 'n' (Add): {LN_TAIL}" in err
+    assert node_path(rec, "n") == LN_TAIL, node_paths(rec)
 
 
 @pytest.mark.parametrize("case", ["not-last-axis", "difference-read-thrice", "keepdims-0"])
-def test_layer_norm_lookalikes_stay_separate(case, capfd):
+def test_layer_norm_lookalikes_stay_separate(case):
     """Means over another axis, a difference something else also reads, or means that drop
     their axis (then the Sub broadcasts otherwise) run node by node. ORT's optimiser fuses the
     last into LayerNormalization all the same (its CPU provider then returns what the nodes do
@@ -631,14 +633,14 @@ def test_layer_norm_lookalikes_stay_separate(case, capfd):
             nd.attribute.append(helper.make_attribute("keepdims", 0))
     model = make_model(nodes, [("x", TP.FLOAT, list(shape))], outputs,
                        initializers=layer_norm_consts(shape[-1], axis), opset=13)
-    got, ref, err = harness.run_with_paths(model, {"x": rand(shape, low=-2, high=2, seed=28)},
-                                           capfd, optimize=False)
+    got, ref, rec = harness.run_with_paths(model, {"x": rand(shape, low=-2, high=2, seed=28)},
+                                           optimize=False)
     for g, r in zip(got, ref):
         np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5)
-    assert LN_TAIL not in err
+    assert LN_TAIL not in node_paths(rec).values(), node_paths(rec)
 
 
-def test_matmul_with_a_constant_weight_is_keyed_and_packed(capfd):
+def test_matmul_with_a_constant_weight_is_keyed_and_packed():
     """A group of nothing but a MatMul by a constant float32 weight and an elementwise step
     still compiles keyed on the CPU device, so the weight is packed for the plugin's product
     (src/cpu/matmul.c; a shapeless trace could not take it), over two batch sizes."""
@@ -648,32 +650,33 @@ def test_matmul_with_a_constant_weight_is_keyed_and_packed(capfd):
     model = make_model(nodes, [("x", TP.FLOAT, ["N", 48])], [("y", TP.FLOAT, None)],
                        initializers=[("w", w)], opset=13)
     ref = harness.cpu_session(model)
-    capfd.readouterr()
-    s = harness.mlx_session(model, provider_options={"verbose": "1"})
+    rec = harness.Recorded(model)
     for n in (5, 9):
         x = {"x": rand((n, 48), low=-1, high=1, seed=n)}
-        np.testing.assert_allclose(s.run(None, x)[0], ref.run(None, x)[0], rtol=1e-5, atol=1e-5)
-    del s
-    gc.collect()
-    err = capfd.readouterr().err
-    assert "node 'n' (MatMul): packed weight (CPU)" in err and "path keyed" in err, err[-2000:]
+        np.testing.assert_allclose(rec.session.run(None, x)[0], ref.run(None, x)[0], rtol=1e-5,
+                                   atol=1e-5)
+    record = rec.close()
+    assert node_path(record, "n") == host("matmul_packed"), record
+    assert harness.only_group(record)["path"] == "keyed", record
 
 
-GEMM_CASES = {  # id: (transB, C shape or None, alpha, beta, the Gemm's note); transA: A is [48, N]
-    "bias-row": (0, (24,), 1.0, 1.0, "packed weight, C its bias row (CPU)"),
-    "transA": (0, (24,), 1.0, 1.0, "packed weight, C its bias row (CPU)"),
-    "transB-bias-2d-row": (1, (1, 24), 1.0, 1.0, "packed weight, C its bias row (CPU)"),
-    "no-C": (1, None, 1.0, 1.0, "packed weight (CPU)"),
-    "full-C": (0, ("N", 24), 1.0, 1.0, "packed weight (CPU)"),
-    "column-C": (0, ("N", 1), 1.0, 1.0, "packed weight (CPU)"),
-    "beta": (0, (24,), 1.0, 0.5, "packed weight (CPU)"),
-    "beta-0": (0, (24,), 1.0, 0.0, "packed weight (CPU)"),
+ROW = host("matmul_packed", "bias")  # the packed product, C its bias row
+PACKED = host("matmul_packed")
+GEMM_CASES = {  # id: (transB, C shape or None, alpha, beta, the Gemm's path); transA: A is [48, N]
+    "bias-row": (0, (24,), 1.0, 1.0, ROW),
+    "transA": (0, (24,), 1.0, 1.0, ROW),
+    "transB-bias-2d-row": (1, (1, 24), 1.0, 1.0, ROW),
+    "no-C": (1, None, 1.0, 1.0, PACKED),
+    "full-C": (0, ("N", 24), 1.0, 1.0, PACKED),
+    "column-C": (0, ("N", 1), 1.0, 1.0, PACKED),
+    "beta": (0, (24,), 1.0, 0.5, PACKED),
+    "beta-0": (0, (24,), 1.0, 0.0, PACKED),
     "alpha": (0, (24,), 2.0, 1.0, None),  # not packed: MLX's product, shapeless
 }
 
 
 @pytest.mark.parametrize("case", list(GEMM_CASES))
-def test_gemm_with_a_constant_b_is_packed(case, capfd):
+def test_gemm_with_a_constant_b_is_packed(case):
     """Gemm by a constant float32 B (ORT's optimiser writes MatMul + Add of a bias this way)
     takes the packed product, C its bias row where it is one; other C are added after; alpha
     other than 1 keeps MLX's product (and the group shapeless). Over two batch sizes."""
@@ -693,24 +696,20 @@ def test_gemm_with_a_constant_b_is_packed(case, capfd):
              helper.make_node("Neg", ["h"], ["y"], name="neg")]
     model = make_model(nodes, inputs, [("y", TP.FLOAT, None)], initializers=inits, opset=13)
     ref = harness.cpu_session(model)
-    capfd.readouterr()
-    s = harness.mlx_session(model, provider_options={"verbose": "1"})
+    rec = harness.Recorded(model)
     for n in (5, 9):
         feeds = {"x": rand((48, n) if trans_a else (n, 48), low=-1, high=1, seed=n)}
         if c_shape and "N" in c_shape:
             feeds["c"] = rand((n, c_shape[1]), seed=n + 1)
-        np.testing.assert_allclose(s.run(None, feeds)[0], ref.run(None, feeds)[0], rtol=1e-5,
-                                   atol=1e-5)
-    del s
-    gc.collect()
-    err = capfd.readouterr().err
-    if note:
-        assert f"node 'n' (Gemm): {note}" in err and "path keyed" in err, err[-2000:]
-    else:
-        assert "(Gemm): packed" not in err and "path shapeless" in err, err[-2000:]
+        np.testing.assert_allclose(rec.session.run(None, feeds)[0], ref.run(None, feeds)[0],
+                                   rtol=1e-5, atol=1e-5)
+    record = rec.close()
+    # not packed: MLX's product, no path noted
+    assert node_path(record, "n") == note, record
+    assert harness.only_group(record)["path"] == ("keyed" if note else "shapeless"), record
 
 
-def test_gelu_after_a_gemm_is_its_epilogue(capfd):
+def test_gelu_after_a_gemm_is_its_epilogue():
     """ORT's optimiser turns a feed-forward layer's MatMul and bias Add into a Gemm between two
     Reshapes; the Gelu after it still folds into the packed product."""
     w = rand((96, 320), low=-0.3, high=0.3, seed=36)
@@ -719,19 +718,19 @@ def test_gelu_after_a_gemm_is_its_epilogue(capfd):
     model = make_model(nodes, [("t", TP.FLOAT, [2, 64, 96])], [("y", TP.FLOAT, None)],
                        initializers=GELU_CONSTS + [("w", w), ("bias", rand((320,), seed=37))],
                        opset=13)
-    got, ref, err = harness.run_with_paths(model, {"t": rand((2, 64, 96), low=-2, high=2, seed=38)},
-                                           capfd)
+    got, ref, rec = harness.run_with_paths(model,
+                                           {"t": rand((2, 64, 96), low=-2, high=2, seed=38)})
     np.testing.assert_allclose(got[0], ref[0], rtol=2e-6, atol=2e-6)
-    assert "(Gemm): packed weight, C its bias row (CPU)" in err, err[-2000:]
-    assert f"node 'n' (Mul): {GELU_EPILOGUE}" in err, err[-2000:]
+    assert ROW in harness.op_paths(rec, "Gemm"), node_paths(rec)  # the Gemm ORT made
+    assert node_path(rec, "n") == GELU_EPILOGUE, node_paths(rec)
 
 
-GELU_EPILOGUE = "last of a Gelu's five nodes: the epilogue of the kernel computing its input (CPU)"
+GELU_EPILOGUE = ("epilogue", "gelu", ())  # the last Mul: applied by the kernel computing x
 
 
 @pytest.mark.parametrize("form", ["div", "half-first"])
 @pytest.mark.parametrize("returned", [False, True], ids=["private", "returned"])
-def test_gelu_after_a_packed_product_is_its_epilogue(form, returned, capfd):
+def test_gelu_after_a_packed_product_is_its_epilogue(form, returned):
     """A feed-forward layer: MatMul by a constant weight, a bias Add (folded into the packed
     product), Gelu's five nodes. The product applies the Gelu to the rows it finishes, over a
     split between the threads; when the product's output is returned too, the Gelu is a kernel
@@ -744,19 +743,19 @@ def test_gelu_after_a_packed_product_is_its_epilogue(form, returned, capfd):
     model = make_model(nodes, [("t", TP.FLOAT, [2, 64, 96])], outputs,
                        initializers=GELU_CONSTS + [("w", w), ("bias", rand((320,), seed=32))],
                        opset=13)
-    got, ref, err = harness.run_with_paths(model, {"t": rand((2, 64, 96), low=-2, high=2, seed=33)},
-                                           capfd, optimize=False)
+    got, ref, rec = harness.run_with_paths(
+        model, {"t": rand((2, 64, 96), low=-2, high=2, seed=33)}, optimize=False)
     for g, r in zip(got, ref):
         np.testing.assert_allclose(g, r, rtol=2e-6, atol=2e-6)
-    assert f"node 'n' (Mul): {GELU_TAIL if returned else GELU_EPILOGUE}" in err, err[-2000:]
+    assert node_path(rec, "n") == (GELU_TAIL if returned else GELU_EPILOGUE), node_paths(rec)
 
 
-HS_FOLDED = "the epilogue of the kernel computing its input (CPU)"
+HS_FOLDED = ("epilogue", "chain", ())  # applied by the kernel computing its input
 
 
 @pytest.mark.parametrize("case", ["squeeze-excitation", "large-input", "small-input",
                                   "input-read-twice"])
-def test_hard_sigmoid_as_host_chain_steps(case, capfd):
+def test_hard_sigmoid_as_host_chain_steps(case):
     """HardSigmoid of float32 on the CPU device runs as host-chain steps (alpha * x + beta, then
     clipped to [0, 1]): the epilogue of the product computing its input in a squeeze-and-
     excitation block (PP-OCRv4 rec), one kernel for a large input, and MLX's composition for a
@@ -785,12 +784,10 @@ def test_hard_sigmoid_as_host_chain_steps(case, capfd):
     x = rand(xs, low=-6, high=6, seed=42)
     if case not in ("squeeze-excitation", "input-read-twice"):
         x.flat[:6] = [0.0, -0.0, np.inf, -np.inf, 1e30, np.nan]
-    got, ref, err = harness.run_with_paths(model, {inputs[0][0]: x}, capfd)
+    got, ref, rec = harness.run_with_paths(model, {inputs[0][0]: x})
     for g, r in zip(got, ref):  # the products: sums of 100 terms near 6
         np.testing.assert_allclose(g, r, rtol=1e-5, atol=2e-5)
-    note = {"squeeze-excitation": HS_FOLDED, "large-input": HOST, "small-input": None,
-            "input-read-twice": HOST}[case]
-    if note:
-        assert f"node 'hs' (HardSigmoid): {note}" in err, err[-2000:]
-    else:
-        assert "node 'hs' (HardSigmoid)" not in err, err[-2000:]
+    # small input: MLX's composition, no path noted
+    note = {"squeeze-excitation": HS_FOLDED, "large-input": host("chain"), "small-input": None,
+            "input-read-twice": host("chain")}[case]
+    assert node_path(rec, "hs") == note, node_paths(rec)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mlx_harness import check_against_cpu
-from ssm_harness import group_summaries, mlx_session_checked
+from ssm_harness import group_records, mlx_session_checked
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import hybrid_decoder as hd  # noqa: E402
@@ -57,18 +57,20 @@ def test_realistic_config_builds():
             "GatedAdd", "TensorScatter", "Softmax", "MatMul"} <= ops
 
 
-def test_gated_deltanet_stack_compiles_keyed_without_fallback(capfd):
+def test_gated_deltanet_stack_compiles_keyed_without_fallback():
     """Without the (eager) TensorScatter layers the stack is one group compiled keyed on shape:
     every trace must succeed, whatever T (1, prefill); T = 0 runs eagerly (an empty input)."""
     from mlx_harness import cpu_session
     cfg = replace(TINY, attn_every=100, layers=3)
     model = hd.build(cfg)
     feeds = [hd.feeds(cfg, 2, t, 0, seed=t) for t in (1, 6, 1, 0)]
-    outs, lines = group_summaries(model, feeds, capfd)
+    outs, groups = group_records(model, feeds)
     cpu = cpu_session(model)
     for f, got in zip(feeds, outs):
         for g, w in zip(got, cpu.run(None, f)):
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
-    assert len(lines) == 1, lines
-    assert "path keyed" in lines[0] and "fallbacks 0" in lines[0], lines
-    assert "compiled 3, eager 1" in lines[0] and "cache hits 1 misses 2" in lines[0], lines
+    assert len(groups) == 1, groups
+    g = groups[0]
+    assert g["path"] == "keyed" and g["fallbacks"] == 0, g
+    assert (g["compiled_runs"], g["eager_runs"]) == (3, 1), g
+    assert (g["cache_hits"], g["cache_misses"]) == (1, 2), g

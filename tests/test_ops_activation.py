@@ -134,7 +134,7 @@ def test_softmax_in_a_chain():
 
 
 # --- compiled groups ----------------------------------------------------------------------------
-def test_compiled_shapeless_opset20_chain(capfd, monkeypatch):
+def test_compiled_shapeless_opset20_chain(monkeypatch):
     """All rows are shapeless: one compiled function serves two batch sizes. (Softmax is a host
     kernel on the CPU device, keyed on shapes there: switched off, to compile shapeless.)"""
     monkeypatch.setenv("ONNXRUNTIME_EP_MLX_NO_HOST_MATH", "1")
@@ -148,10 +148,10 @@ def test_compiled_shapeless_opset20_chain(capfd, monkeypatch):
     m = harness.make_model(nodes, [("x", TensorProto.FLOAT, ("N", 3, "W"))],
                            [("y", TensorProto.FLOAT, ("N", 3, "W"))], opset=20)
     oc.check_compiled(m, [{"x": harness.rand((2, 3, 4), seed=s)} for s in (1, 2)] +
-                      [{"x": harness.rand((5, 3, 7), seed=3)}], capfd)
+                      [{"x": harness.rand((5, 3, 7), seed=3)}])
 
 
-def test_compiled_shapeless_coerced_softmax(capfd, monkeypatch):
+def test_compiled_shapeless_coerced_softmax(monkeypatch):
     """The 2-D coercion is a softmax over [axis, rank): no shape is baked into the trace. (Host
     kernels switched off, as above.)"""
     monkeypatch.setenv("ONNXRUNTIME_EP_MLX_NO_HOST_MATH", "1")
@@ -160,7 +160,7 @@ def test_compiled_shapeless_coerced_softmax(capfd, monkeypatch):
     m = harness.make_model(nodes, [("x", TensorProto.FLOAT, ("N", "M", 4))],
                            [("y", TensorProto.FLOAT, ("N", "M", 4))], opset=11)
     oc.check_compiled(m, [{"x": harness.rand((2, 3, 4), seed=1)},
-                          {"x": harness.rand((3, 6, 4), seed=2)}], capfd)
+                          {"x": harness.rand((3, 6, 4), seed=2)}])
 
 
 # --- parametrised pointwise activations ---------------------------------------------------------
@@ -310,7 +310,7 @@ def test_hardmax_first_of_ties_and_nan():
                                            [0, 0, 0, 1]])
 
 
-def test_compiled_shapeless_new_activations(capfd):
+def test_compiled_shapeless_new_activations():
     """LeakyRelu, PRelu, HardSwish, Mish, Shrink and a coerced Hardmax in one shapeless function."""
     nodes = [helper.make_node("LeakyRelu", ["x"], ["a"], name="leaky", alpha=0.1),
              helper.make_node("PRelu", ["a", "slope"], ["b"], name="prelu"),
@@ -323,16 +323,16 @@ def test_compiled_shapeless_new_activations(capfd):
                            initializers=[("slope", np.array([0.5, -0.5, 2.0], np.float32))],
                            opset=18)
     oc.check_compiled(m, [{"x": harness.rand((2, 4, 3), seed=1)},
-                          {"x": harness.rand((3, 6, 3), seed=2)}], capfd)
+                          {"x": harness.rand((3, 6, 3), seed=2)}])
 
 
-def test_compiled_shapeless_coerced_hardmax(capfd):
+def test_compiled_shapeless_coerced_hardmax():
     nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
              helper.make_node("Hardmax", ["a"], ["y"], name="hardmax", axis=1)]
     m = harness.make_model(nodes, [("x", TensorProto.FLOAT, ("N", "M", "K"))],
                            [("y", TensorProto.FLOAT, ("N", "M", "K"))], opset=11)
     oc.check_compiled(m, [{"x": np.round(harness.rand((2, 3, 4), seed=1))},
-                          {"x": np.round(harness.rand((3, 5, 2), seed=2))}], capfd)
+                          {"x": np.round(harness.rand((3, 5, 2), seed=2))}])
 
 
 @pytest.mark.parametrize("shape", [[0, 3], [2, 0], [3, 0, 2]])

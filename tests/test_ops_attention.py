@@ -5,7 +5,6 @@ length), past/present key and value, qk_matmul_output in modes 0-3, nonpad_kv_se
 everywhere, float32/float16 against ONNX Runtime's CPU provider and bfloat16 against the float32
 model; forms ORT's CPU kernel lacks or computes differently against a float64 numpy reference of
 the spec; which path (MLX's fast attention or the composition) a node took; declined forms."""
-import gc
 
 import numpy as np
 import pytest
@@ -228,38 +227,39 @@ def test_mask_shorter_than_total_length(nonpad):
 
 
 # --- paths ------------------------------------------------------------------------------------
-def node_path(model, feeds, capfd):
-    s = harness.mlx_session(model, provider_options={"verbose": "1"})
-    s.run(None, feeds)
-    capfd.readouterr()
-    del s
-    gc.collect()
-    err = capfd.readouterr().err
-    return [ln.split(": ")[-1] for ln in err.splitlines() if "node 'n' (Attention)" in ln]
+def node_path(model, feeds):
+    """The Attention node's (path, kernel) from the EP's run record (src/plan/node_path.h)."""
+    _, record = harness.run_with_stats(model, feeds)
+    path = harness.node_path(record, "n")
+    return path and path[:2]
+
+
+SDPA = ("mlx_fused", "sdpa")  # MLX's fast attention
+COMPOSED = ("composed", None)
 
 
 @pytest.mark.parametrize("name,shapes,attrs,kw,path", [
-    ("plain", S4, {}, {}, "fast sdpa"),
+    ("plain", S4, {}, {}, SDPA),
     ("gqa-causal-upper-left", dict(Q=(B, 6, SQ, D), K=(B, 2, T, D), V=(B, 2, T, D)),
-     dict(is_causal=1), {}, "fast sdpa"),
+     dict(is_causal=1), {}, SDPA),
     ("decode", dict(Q=(B, H, 1, D), K=(B, H, 1, D), V=(B, H, 1, D), PK=(B, H, 7, D),
-                    PV=(B, H, 7, D)), dict(is_causal=1), dict(past=True), "fast sdpa"),
-    ("mask", dict(S4, M=(SQ, T)), {}, {}, "composed"),
-    ("softcap", S4, dict(softcap=3.0), {}, "composed"),
-    ("qk-output", S4, {}, dict(outs=("Y", "QK")), "composed"),
+                    PV=(B, H, 7, D)), dict(is_causal=1), dict(past=True), SDPA),
+    ("mask", dict(S4, M=(SQ, T)), {}, {}, COMPOSED),
+    ("softcap", S4, dict(softcap=3.0), {}, COMPOSED),
+    ("qk-output", S4, {}, dict(outs=("Y", "QK")), COMPOSED),
 ])
-def test_path(name, shapes, attrs, kw, path, capfd):
+def test_path(name, shapes, attrs, kw, path):
     """MLX's fast attention where nothing it lacks is asked for; the composition otherwise."""
     m = attn_model(TP.FLOAT, shapes, attrs, **kw)
-    assert node_path(m, feeds_for(shapes, 12), capfd) == [path]
+    assert node_path(m, feeds_for(shapes, 12)) == path
 
 
 @pytest.mark.cpu_device
-def test_path_float16_on_cpu_is_composed(capfd):
+def test_path_float16_on_cpu_is_composed():
     """On the CPU, MLX's fast attention would multiply float16 in float16: composed in float32."""
     m = attn_model(TP.FLOAT16, S4, {})
     f = {k: v.astype(np.float16) for k, v in feeds_for(S4, 13).items()}
-    assert node_path(m, f, capfd) == ["composed"]
+    assert node_path(m, f) == COMPOSED
 
 
 # --- declines ---------------------------------------------------------------------------------

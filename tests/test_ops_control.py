@@ -158,10 +158,10 @@ def test_scan_cumulative_sum():
     np.testing.assert_allclose(got[1], np.cumsum(feeds["x"], axis=0), rtol=1e-6)
 
 
-def test_scan_compiles_keyed(capfd):
+def test_scan_compiles_keyed():
     model = scan_sum_model()
     feeds = [{"s0": np.zeros(3, np.float32), "x": harness.rand((4, 3), seed=s)} for s in (1, 2)]
-    oc.check_compiled(model, feeds, capfd, path="keyed")
+    oc.check_compiled(model, feeds, path="keyed")
 
 
 def test_scan_states_directions_axes():
@@ -281,19 +281,20 @@ def test_loop_scan_outputs_zero_iterations():
     assert got[1].shape == (0, 3)
 
 
-def test_loop_constant_trip_count_compiles_keyed(capfd):
+def test_loop_constant_trip_count_compiles_keyed():
     model = loop_model(with_cond=False, scan=True, m_const=6)
     feeds = [loop_feeds(), {"v0": np.array([1, 2, 3], np.float32)}]
-    oc.check_compiled(model, feeds, capfd, path="keyed")
+    oc.check_compiled(model, feeds, path="keyed")
 
 
-def test_loop_computed_trip_count_compiles_value_keyed(capfd):
+def test_loop_computed_trip_count_compiles_value_keyed():
     """A trip count fed at run time (with a pass-through cond) is evaluated before the call and
     keys the compiled variant: one trace per count, reused when the count comes back."""
     model = loop_model(with_cond=False, scan=True)
     feeds = [loop_feeds(m=3), loop_feeds(m=5), loop_feeds(m=3), loop_feeds(m=0)]
-    line = oc.check_compiled(model, feeds, capfd, path="keyed")
-    assert "is value-keyed" in line and "misses 3" in line and "hits 1" in line, line
+    group = oc.check_compiled(model, feeds, path="keyed")
+    assert group["decided_by"]["class"] == "value_keyed", group
+    assert (group["cache_misses"], group["cache_hits"]) == (3, 1), group
 
 
 def test_loop_over_cap_at_run_time_names_node():
@@ -380,11 +381,10 @@ def chain(prefix, op, n, start="x"):
     return nodes, cur
 
 
-def test_if_with_computed_cond_compiles_one_variant_per_cond(capfd):
+def test_if_with_computed_cond_compiles_one_variant_per_cond():
     """An If whose cond is computed is value-keyed: the plan evaluates cond before the call and
     keeps one compiled variant per value, so the whole If (80 branch nodes here) compiles with
     the node before it, and alternating conds hit the two variants."""
-    import gc
     then_nodes, t_out = chain("t", "Add", 40)
     else_nodes, e_out = chain("e", "Mul", 40)
     nodes = [helper.make_node("Relu", ["a"], ["x"], name="relu"),
@@ -395,19 +395,19 @@ def test_if_with_computed_cond_compiles_one_variant_per_cond(capfd):
                               else_branch=graph(else_nodes, "else", [], [vi(e_out)]))]
     m = harness.make_model(nodes, [("a", F, [3]), ("y", F, [3])], [("out", F, None)],
                            initializers=[("zero", np.array(0, np.float32))])
-    s = harness.mlx_session(m, provider_options={"verbose": "1"})
+    rec = harness.Recorded(m)
     cpu = harness.cpu_session(m)
     y = np.array([0.5, 1.0, 1.5], np.float32)
     for sign in (1, -1, 1, -1, 1):
         feeds = {"a": sign * np.array([1.0, 2.0, 3.0], np.float32), "y": y}
-        np.testing.assert_allclose(s.run(None, feeds)[0], cpu.run(None, feeds)[0], rtol=1e-5)
-    capfd.readouterr()
-    del s
-    gc.collect()
-    [line] = [ln for ln in capfd.readouterr().err.splitlines() if " nodes, path " in ln]
-    assert "path keyed (If 'if' is value-keyed" in line, line
-    assert "compiled 5, eager 0" in line and "misses 2" in line and "hits 3" in line, line
-    assert "host reads 5" in line, line  # cond, read before each call; the traces read none
+        np.testing.assert_allclose(rec.session.run(None, feeds)[0], cpu.run(None, feeds)[0],
+                                   rtol=1e-5)
+    group = harness.only_group(rec.close())
+    assert group["path"] == "keyed" and not group["turned_eager"], group
+    assert group["decided_by"] == {"node": "if", "op": "If", "class": "value_keyed"}, group
+    assert (group["compiled_runs"], group["eager_runs"]) == (5, 0), group
+    assert (group["cache_misses"], group["cache_hits"]) == (2, 3), group
+    assert group["host_reads"] == 5, group  # cond, read before each call; the traces read none
 
 
 def test_if_holding_an_if_with_computed_cond_is_claimed_branch_by_branch(tmp_path):

@@ -223,13 +223,20 @@ def test_declines_transpose_same_shorter_than_spec(tmp_path):
 # (src/cpu/conv_depthwise.c, bias added inside), 1x1 convolutions as one matrix product (bias
 # accumulated by BLAS; a constant weight packed once for the plugin's product, src/cpu/matmul.c), other stride-1 ungrouped convolutions as one product per tap,
 # ConvTranspose with kernel == stride as one matrix product. Every form against ORT's CPU
-# provider, and the node's noted path proves which one ran.
-DEPTHWISE = "depthwise loop"
-SPLIT = "group by group"
-POINTWISE = "pointwise matmul"
-TAPS = "taps gemm"
-IM2COL = "im2col product"
-UNFOLD = "non-overlapping transpose matmul (CPU)"
+# provider, and the node's path in the run record (src/plan/node_path.h) proves which one ran.
+DEPTHWISE = "conv_depthwise"  # host kernel
+SPLIT = "conv_by_group"  # MLX's convolutions, composed
+POINTWISE = "conv_pointwise"  # MLX's product (conv_pointwise_packed: the packed host kernel)
+TAPS = "conv_taps"  # MLX's products, composed
+IM2COL = "conv_im2col"  # host kernels
+UNFOLD = "conv_transpose_unfold"  # MLX's product, composed
+HOST_FORMS = ("conv_depthwise", "conv_pointwise_packed", "conv_im2col")
+
+
+def conv_path(kernel, bias=False):
+    """A convolution's node path: the form's kind, its kernel id, the bias taken in."""
+    return ("host_kernel" if kernel in HOST_FORMS else "composed", kernel,
+            ("bias",) if bias else ())
 CPU_FORM_CASES = [
     ("Conv", DEPTHWISE, "dw-1d", (2, 5, 13), (5, 1, 3), dict(group=5, pads=[1, 2])),
     ("Conv", DEPTHWISE, "dw-2d-stride2", (1, 8, 11, 9), (8, 1, 3, 3),
@@ -318,7 +325,7 @@ CPU_FORM_CASES = [
 @pytest.mark.parametrize("op,path,name,xs,ws,attrs", CPU_FORM_CASES,
                          ids=[c[2] for c in CPU_FORM_CASES])
 @pytest.mark.cpu_device
-def test_cpu_recast_forms(op, path, name, xs, ws, attrs, bias, weights, capfd):
+def test_cpu_recast_forms(op, path, name, xs, ws, attrs, bias, weights):
     """Weights as graph inputs (each form builds its weight operand per translation) and as
     initializers (operands prepared once at plan build: src/cpu/conv.c, cpu_conv_prepare)."""
     f = feeds(op, xs, ws, attrs, bias)
@@ -326,15 +333,14 @@ def test_cpu_recast_forms(op, path, name, xs, ws, attrs, bias, weights, capfd):
     if weights == "initializers":
         consts = {k: f.pop(k) for k in ("w", "b") if k in f}
     model = conv_model(op, oc.elem(F32), xs, ws, attrs, bias, consts=consts)
-    got, ref, err = harness.run_with_paths(model, f, capfd)
+    got, ref, rec = harness.run_with_paths(model, f)
     assert got[0].shape == ref[0].shape
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-4, atol=1e-5)
     if path == POINTWISE and weights == "initializers":  # packed once for the plugin's product
-        path += " on packed weight"
+        path = "conv_pointwise_packed"
     # these take a float32 bias in (the loop; addmm; the product)
-    if path.startswith((DEPTHWISE, POINTWISE, TAPS, IM2COL)):
-        path += " with bias (CPU)" if bias else " (CPU)"
-    assert f"node 'n' ({op}): {path}" in err
+    takes_bias = bias and path in (DEPTHWISE, POINTWISE, "conv_pointwise_packed", TAPS, IM2COL)
+    assert harness.node_path(rec, "n") == conv_path(path, takes_bias), harness.node_paths(rec)
 
 
 # Plain forms too: their constant weights are prepared contiguous in MLX's layout.
@@ -373,14 +379,12 @@ def test_prepared_weights_match_per_run_weights(op, path, name, xs, ws, attrs):
 
 @pytest.mark.cpu_device
 @pytest.mark.parametrize("kernel,depthwise,strides,path",
-                         [((3, 3), True, [1, 1], "depthwise loop with bias (CPU)"),
-                          ((1, 1), False, [1, 1],
-                           "pointwise matmul on packed weight with bias (CPU)"),
-                          ((3, 3), False, [1, 1], "taps gemm with bias (CPU)"),
-                          ((3, 3), False, [2, 2],
-                           "im2col product with bias (CPU)")],
+                         [((3, 3), True, [1, 1], conv_path(DEPTHWISE, True)),
+                          ((1, 1), False, [1, 1], conv_path("conv_pointwise_packed", True)),
+                          ((3, 3), False, [1, 1], conv_path(TAPS, True)),
+                          ((3, 3), False, [2, 2], conv_path(IM2COL, True))],
                          ids=["depthwise", "pointwise", "taps", "im2col"])
-def test_cpu_forms_follow_changing_shapes(kernel, depthwise, strides, path, capfd):
+def test_cpu_forms_follow_changing_shapes(kernel, depthwise, strides, path):
     """The depthwise host loop, the pointwise addmm, the per-tap products and the im2col copy fix
     their geometry when the graph is traced, so a session fed other sizes must trace again (Conv
     compiles keyed on shapes), not replay the first geometry: sizes alternate, each checked
@@ -397,17 +401,15 @@ def test_cpu_forms_follow_changing_shapes(kernel, depthwise, strides, path, capf
                                [("y", TensorProto.FLOAT, None)],
                                initializers=[("w", consts["w"]), ("b", consts["b"])])
     ref = harness.cpu_session(model)
-    capfd.readouterr()
-    s = harness.mlx_session(model, allow_cpu=False, provider_options={"verbose": "1"})
+    rec = harness.Recorded(model)
     for i, shape in enumerate([(1, c, 32, 32), (2, c, 24, 20), (1, c, 32, 32), (1, c, 40, 24)]):
         x = {"x": harness.rand(shape, low=-1, high=1, seed=10 + i)}
-        np.testing.assert_allclose(s.run(None, x)[0], ref.run(None, x)[0], rtol=1e-4, atol=1e-5)
-    del s
-    import gc
-    gc.collect()
-    err = capfd.readouterr().err
-    assert f"node 'n' (Conv): {path}" in err
-    assert "path keyed" in err and "traces 3" in err, err[-2000:]
+        np.testing.assert_allclose(rec.session.run(None, x)[0], ref.run(None, x)[0], rtol=1e-4,
+                                   atol=1e-5)
+    record = rec.close()
+    assert harness.node_path(record, "n") == path, record
+    group = harness.only_group(record)
+    assert group["path"] == "keyed" and group["traces"] == 3, group
 
 
 @pytest.mark.cpu_device
@@ -430,7 +432,7 @@ def test_cpu_forms_take_an_empty_batch(group):
 
 @pytest.mark.cpu_device
 @pytest.mark.parametrize("dilation", [1, 2])
-def test_im2col_reads_a_convolutions_channels_last_result(dilation, capfd):
+def test_im2col_reads_a_convolutions_channels_last_result(dilation):
     """A convolution fed by another reads that one's channels-last result in place: whole runs
     of taps copied at once along w (undilated), or tap by tap (dilated), against ORT's CPU
     provider; both nodes take the im2col product."""
@@ -444,26 +446,26 @@ def test_im2col_reads_a_convolutions_channels_last_result(dilation, capfd):
                                [("y", TensorProto.FLOAT, None)],
                                initializers=[("w1", w1), ("w2", w2)])
     x = {"x": harness.rand((2, 5, 17, 23), low=-1, high=1, seed=3)}
-    got, ref, err = harness.run_with_paths(model, x, capfd)
+    got, ref, rec = harness.run_with_paths(model, x)
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-4, atol=1e-5)
     for name in ("first", "second"):
-        assert f"node '{name}' (Conv): im2col product (CPU)" in err, err[-2000:]
+        assert harness.node_path(rec, name) == conv_path(IM2COL), harness.node_paths(rec)
 
 
 @pytest.mark.cpu_device
-def test_small_stride1_convolution_takes_im2col_not_taps(capfd):
+def test_small_stride1_convolution_takes_im2col_not_taps():
     """Below about a MiB of im2col columns one product per tap costs more than one product over
     im2col columns (silero-vad's short sequences: per-tap products 1.50 against MLX's own
     convolution's 1.40 ms per Run), so a small stride-1 convolution takes the im2col product."""
     model = conv_model("Conv", oc.elem(F32), (1, 8, 6, 6), (4, 8, 3, 3), dict(pads=[1] * 4))
     f = feeds("Conv", (1, 8, 6, 6), (4, 8, 3, 3), dict(pads=[1] * 4), False)
-    got, ref, err = harness.run_with_paths(model, f, capfd)
+    got, ref, rec = harness.run_with_paths(model, f)
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-4, atol=1e-5)
-    assert "node 'n' (Conv): im2col product (CPU)" in err and "taps gemm" not in err, err[-2000:]
+    assert harness.node_paths(rec) == {"n": conv_path(IM2COL)}, harness.node_paths(rec)
 
 
 
-JOINED = "joined channels-last for the convolution (CPU)"
+JOINED = ("composed", "concat_channels_last", ())  # written channels-last for the convolution
 
 
 def concat_then_conv(parts, kernel, axis, extra):
@@ -517,18 +519,17 @@ CONCAT_CASES = [
 @pytest.mark.cpu_device
 @pytest.mark.parametrize("name,parts,kernel,axis,extra", CONCAT_CASES,
                          ids=[c[0] for c in CONCAT_CASES])
-def test_concat_before_a_convolution_is_joined_channels_last(name, parts, kernel, axis, extra,
-                                                             capfd):
+def test_concat_before_a_convolution_is_joined_channels_last(name, parts, kernel, axis, extra):
     """A Concat along the channel axis that a convolution alone reads is written channels-last,
     which the convolution's host kernels read in place; read by anything else too, returned, or
     joined along another axis, it is a plain join. Values against ORT's CPU provider."""
     model, feeds = concat_then_conv(parts, kernel, axis, extra)
-    got, ref, err = harness.run_with_paths(model, feeds, capfd)
+    got, ref, rec = harness.run_with_paths(model, feeds)
     for g, r in zip(got, ref):
         assert g.shape == r.shape
         np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-5)
     joined = extra is None and axis != 2
-    assert (f"node 'cat' (Concat): {JOINED}" in err) == joined, err[-2000:]
+    assert (harness.node_path(rec, "cat") == JOINED) == joined, harness.node_paths(rec)
 
 
 # --- inputs whose windows do not fit ----------------------------------------------------------

@@ -251,7 +251,7 @@ def test_float64_mul_runs_on_mlx():
     assert got[0].dtype == np.float64
 
 
-def test_compiled_shapeless_int_div_pow_where(capfd):
+def test_compiled_shapeless_int_div_pow_where():
     """Truncating Div, mixed-type Pow and Where in one compiled function, two shapes."""
     nodes = [helper.make_node("Div", ["a", "b"], ["q"], name="div"),
              helper.make_node("Pow", ["q", "e"], ["p"], name="pow"),
@@ -266,7 +266,7 @@ def test_compiled_shapeless_int_div_pow_where(capfd):
         b = harness.rand(shape[1:], np.int64, seed=seed)
         b[b == 0] = 3
         return {"a": harness.rand(shape, np.int64, seed=seed + 1), "b": b}
-    oc.check_compiled(m, [feeds((2, 3), 1), feeds((5, 4), 3)], capfd)
+    oc.check_compiled(m, [feeds((2, 3), 1), feeds((5, 4), 3)])
 
 
 # --- trigonometric, hyperbolic, Floor Ceil Round ----------------------------------------------
@@ -409,16 +409,16 @@ def test_int_division_by_zero_fails_naming_the_node(dtype, op, fmod):
     of.rejects_then_runs(m, {"in0": a, "in1": bad}, {"in0": a, "in1": good}, op=op)
 
 
-def test_int_division_by_zero_fails_when_compiled(capfd):
+def test_int_division_by_zero_fails_when_compiled():
     """The check holds inside a compiled function too (Div then Add, shapeless, two shapes), and
     the session runs on."""
-    import gc
     nodes = [helper.make_node("Div", ["a", "b"], ["q"], name="div"),
              helper.make_node("Add", ["q", "a"], ["y"], name="add")]
     m = harness.make_model(nodes, [("a", TensorProto.INT64, ("N", 3)),
                                    ("b", TensorProto.INT64, ("N", 3))],
                            [("y", TensorProto.INT64, None)], opset=14)
-    s = harness.mlx_session(m, provider_options={"verbose": "1"})
+    rec = harness.Recorded(m)
+    s = rec.session
     for n in (2, 3):
         x = np.arange(1, 3 * n + 1, dtype=np.int64).reshape(n, 3)
         np.testing.assert_array_equal(s.run(None, {"a": x, "b": x})[0], x + 1)
@@ -427,13 +427,11 @@ def test_int_division_by_zero_fails_when_compiled(capfd):
     with pytest.raises(of.RuntimeException, match=of.names_node("div", "Div")):
         s.run(None, {"a": x, "b": y})
     np.testing.assert_array_equal(s.run(None, {"a": x, "b": x})[0], x + 1)
-    capfd.readouterr()
     del s
-    gc.collect()
-    summary = [ln for ln in capfd.readouterr().err.splitlines() if " nodes, path " in ln]
-    assert len(summary) == 1 and "path shapeless (" in summary[0], summary
+    group = harness.only_group(rec.close())
+    assert group["path"] == "shapeless", group
     # the failed compiled run is repeated eagerly to name the failing check
-    assert "failed 1, compiled 4, eager 1" in summary[0], summary[0]
+    assert (group["failures"], group["compiled_runs"], group["eager_runs"]) == (1, 4, 1), group
 
 
 # --- Max Min Sum Mean ----------------------------------------------------------------------------
@@ -693,7 +691,7 @@ def test_bitcast(src, dst):
 
 
 # --- compiled --------------------------------------------------------------------------------
-def test_compiled_shapeless_new_elementwise(capfd):
+def test_compiled_shapeless_new_elementwise():
     """Mod, Clip, Max, Sum, Round, Sin, IsInf and a comparison fused in one shapeless function."""
     nodes = [helper.make_node("Mod", ["a", "b"], ["m"], name="mod", fmod=1),
              helper.make_node("Clip", ["m", "lo", "hi"], ["c"], name="clip"),
@@ -713,7 +711,7 @@ def test_compiled_shapeless_new_elementwise(capfd):
     def feeds(shape, seed):
         return {"a": harness.rand(shape, low=-5, high=5, seed=seed),
                 "b": harness.rand(shape[1:], low=0.5, high=3, seed=seed + 1)}
-    oc.check_compiled(m, [feeds((2, 3), 1), feeds((5, 4), 3)], capfd)
+    oc.check_compiled(m, [feeds((2, 3), 1), feeds((5, 4), 3)])
 
 
 def _exp_grid():
@@ -729,27 +727,23 @@ def _exp_grid():
 @pytest.mark.cpu_device
 @pytest.mark.parametrize("op,ref", [("Exp", np.exp), ("Sigmoid", lambda x: 1 / (1 + np.exp(-x))),
                                     ("Erf", np.vectorize(math.erf, otypes=[np.float64]))])
-def test_composed_exp_on_cpu_is_accurate(op, ref, capfd):
+def test_composed_exp_on_cpu_is_accurate(op, ref):
     """On the CPU device float32 Exp, Sigmoid and Erf in a group compiled keyed on shapes are composed
     from MLX arithmetic (src/cpu/fastmath.c, MLX's CPU exp being scalar code): within 2 ulps of
     float64 exp rounded to float32 over every region, inf/NaN/zero/subnormal results included,
     and the node notes its path. (A zero Pad makes the group shape-keyed.)"""
-    import gc
     x = _exp_grid()
     nodes = [helper.make_node(op, ["x"], ["e"], name="n"),
              helper.make_node("Pad", ["e", "pads"], ["y"], name="pad")]
     model = harness.make_model(nodes, [("x", TensorProto.FLOAT, [x.size])],
                                [("y", TensorProto.FLOAT, None)], opset=13,
                                initializers=[("pads", np.array([0, 0], np.int64))])
-    capfd.readouterr()
-    s = harness.mlx_session(model, provider_options={"verbose": "1"})
-    got = s.run(None, {"x": x})[0]
-    del s
-    gc.collect()
+    got, record = harness.run_with_stats(model, {"x": x})
+    got = got[0]
     # Erf and Sigmoid run as host kernels there (src/cpu/math.c: erf's own polynomial fits
     # and one exp; the sigmoid from e^-|x|); held to the same bound
-    path = "host kernel (CPU)" if op in ("Erf", "Sigmoid") else "composed (CPU)"
-    assert "node 'n' (%s): %s" % (op, path) in capfd.readouterr().err
+    path = harness.host(op.lower()) if op in ("Erf", "Sigmoid") else ("composed", "fastmath", ())
+    assert harness.node_path(record, "n") == path, record
     with np.errstate(over="ignore"):
         want = ref(x.astype(np.float64)).astype(np.float32)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))

@@ -217,7 +217,7 @@ def test_gather_float64_claimed_on_cpu():
     assert got[0].dtype == np.float64 and np.array_equal(got[0], ref[0])
 
 
-def test_compiled_keyed_slice_gather(capfd):
+def test_compiled_keyed_slice_gather():
     """Slice and Gather (with its run-time range check) compile per input shape without
     falling back to eager translation."""
     nodes = [helper.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["s"], name="sl"),
@@ -227,7 +227,7 @@ def test_compiled_keyed_slice_gather(capfd):
     m = harness.make_model(nodes, [("x", TensorProto.FLOAT, ["N", 3])],
                            [("y", TensorProto.FLOAT, None)], initializers=inits, opset=13)
     feeds = [{"x": harness.rand((n, 3), seed=n)} for n in (4, 7, 4)]
-    oc.check_compiled(m, feeds, capfd, path="keyed")
+    oc.check_compiled(m, feeds, path="keyed")
 
 
 # --- GatherElements, GatherND, OneHot ---------------------------------------------------------
@@ -486,7 +486,7 @@ def test_compress_negative_axis_before_opset_11():
 
 
 
-def test_compiled_keyed_compress_with_constant_condition(capfd):
+def test_compiled_keyed_compress_with_constant_condition():
     """A constant condition fixes the output shape: the group compiles keyed, no host reads."""
     nodes = [helper.make_node("Compress", ["x", "c"], ["s"], name="cp", axis=1),
              helper.make_node("Neg", ["s"], ["y"], name="neg")]
@@ -494,7 +494,7 @@ def test_compiled_keyed_compress_with_constant_condition(capfd):
                            [("y", TensorProto.FLOAT, None)],
                            initializers=[("c", np.array([True, False, True, True]))], opset=11)
     feeds = [{"x": harness.rand((n, 4), seed=n)} for n in (2, 5, 2)]
-    oc.check_compiled(m, feeds, capfd, path="keyed")
+    oc.check_compiled(m, feeds, path="keyed")
 
 
 def test_one_hot_computed_depth_in_a_group():

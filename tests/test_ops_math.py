@@ -159,7 +159,7 @@ def test_gemm_then_matmul_chain():
 
 
 # --- compiled groups --------------------------------------------------------------------------
-def test_compiled_shapeless_matmul_gemm(capfd):
+def test_compiled_shapeless_matmul_gemm():
     """MatMul (batch and 1-D operands) and Gemm in one compiled function, two batch sizes. The
     2-D weight is fed: a constant one would be packed for the CPU device's host kernel, which
     compiles keyed on shapes (tests/test_host_math.py)."""
@@ -176,5 +176,4 @@ def test_compiled_shapeless_matmul_gemm(capfd):
                             ("z", TensorProto.FLOAT, (5, "N"))],
                            initializers=[("v", v), ("b", b), ("c", c)], opset=13)
     oc.check_compiled(m, [{"x": harness.rand((3, 8), seed=5), "w": w},
-                          {"x": harness.rand((7, 8), seed=6), "w": w}],
-                      capfd, rtol=1e-4, atol=1e-5)
+                          {"x": harness.rand((7, 8), seed=6), "w": w}], rtol=1e-4, atol=1e-5)

@@ -114,7 +114,7 @@ def test_float64_declined(tmp_path):
     oc.check_declined(m, feeds, "n", "is float64", tmp_path)
 
 
-def test_compiled_shapeless_fast_and_composed(capfd, monkeypatch):
+def test_compiled_shapeless_fast_and_composed(monkeypatch):
     """The fast kernel and the composed form (with statistics) in one compiled function, over
     two sequence lengths. (The fast form is a host kernel on the CPU device, keyed on shapes
     there: switched off, to compile shapeless.)"""
@@ -130,7 +130,7 @@ def test_compiled_shapeless_fast_and_composed(capfd, monkeypatch):
                             ("inv", TensorProto.FLOAT, ("N", 1, 1))],
                            initializers=[("s8", s8), ("b8", b8)], opset=17)
     oc.check_compiled(m, [{"x": harness.rand((2, 3, 8), seed=3)},
-                          {"x": harness.rand((4, 5, 8), seed=4)}], capfd, rtol=1e-4, atol=1e-4)
+                          {"x": harness.rand((4, 5, 8), seed=4)}], rtol=1e-4, atol=1e-4)
 
 
 # === the other normalisations (src/ops/norm.c, src/ops/norm_channel.c) ======================
@@ -414,7 +414,7 @@ def test_batch_norm_is_test_0_declined(tmp_path):
 
 
 # --- compiled groups -----------------------------------------------------------------------
-def test_compiled_shapeless_norms(capfd):
+def test_compiled_shapeless_norms():
     """BatchNormalization, InstanceNormalization, MeanVarianceNormalization, LpNormalization and
     RMSNormalization (fast and composed) in one shapeless function over two input shapes."""
     c3 = [(k, harness.rand((3,), low=0.5, high=1.5, seed=i)) for i, k in enumerate("sbmvg")]
@@ -430,11 +430,11 @@ def test_compiled_shapeless_norms(capfd):
                            [("y", TensorProto.FLOAT, ("N", 3, "T", 6))],
                            initializers=c3 + [w, wl], opset=23)
     oc.check_compiled(m, [{"x": harness.rand((2, 3, 4, 6), seed=3)},
-                          {"x": harness.rand((1, 3, 7, 6), seed=4)}], capfd, rtol=1e-4,
+                          {"x": harness.rand((1, 3, 7, 6), seed=4)}], rtol=1e-4,
                       atol=1e-4)
 
 
-def test_compiled_keyed_group_norm_lrn(capfd):
+def test_compiled_keyed_group_norm_lrn():
     s = ("s", harness.rand((6,), low=0.5, high=1.5, seed=1))
     b = ("b", harness.rand((6,), seed=2))
     nodes = [helper.make_node("GroupNormalization", ["x", "s", "b"], ["a"], name="gn",
@@ -444,5 +444,5 @@ def test_compiled_keyed_group_norm_lrn(capfd):
                            [("y", TensorProto.FLOAT, ("N", 6, "H", "W"))],
                            initializers=[s, b], opset=21)
     oc.check_compiled(m, [{"x": harness.rand((2, 6, 3, 4), seed=3)},
-                          {"x": harness.rand((1, 6, 5, 2), seed=4)}], capfd, path="keyed",
+                          {"x": harness.rand((1, 6, 5, 2), seed=4)}], path="keyed",
                       rtol=1e-4, atol=1e-4)

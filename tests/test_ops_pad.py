@@ -170,7 +170,7 @@ def test_pad_wrap_declined_before_opset_19(tmp_path):
     oc.check_declined(m, None, "n", "wrap from opset 19", tmp_path)
 
 
-def test_compiled_keyed_pad(capfd):
+def test_compiled_keyed_pad():
     """Constant pads keep the group compiled (keyed on shapes) without a fallback."""
     nodes = [helper.make_node("Pad", ["x", "p"], ["t"], name="pad", mode="reflect"),
              helper.make_node("Relu", ["t"], ["y"], name="relu")]
@@ -178,7 +178,7 @@ def test_compiled_keyed_pad(capfd):
                            [("y", TensorProto.FLOAT, None)],
                            initializers=[("p", np.array([1, 2, -1, 3], np.int64))], opset=19)
     feeds = [{"x": harness.rand((n, 4), seed=n)} for n in (3, 6, 3)]
-    oc.check_compiled(m, feeds, capfd, path="keyed")
+    oc.check_compiled(m, feeds, path="keyed")
 
 
 # --- CenterCropPad ----------------------------------------------------------------------------

@@ -224,7 +224,7 @@ def test_dequantize_bfloat16_scale():
     np.testing.assert_array_equal(got[0].astype(np.float32), want.astype(np.float32))
 
 
-def test_quantize_dequantize_compile_shapeless(capfd):
+def test_quantize_dequantize_compile_shapeless():
     """Per-axis DQ -> Q over a symbolic batch: rank-only, one shapeless trace for every shape."""
     nodes = [helper.make_node("DequantizeLinear", ["x", "s", "z"], ["f"], name="dq", axis=1),
              helper.make_node("QuantizeLinear", ["f", "s2", "z2"], ["y"], name="q", axis=1)]
@@ -234,7 +234,7 @@ def test_quantize_dequantize_compile_shapeless(capfd):
                                          ("z", np.array([1, 128, 255], np.uint8)),
                                          ("s2", np.array(0.25, np.float32)),
                                          ("z2", np.array(-3, np.int8))])
-    oc.check_compiled(m, [{"x": full_range((n, 3), TP.UINT8, seed=n)} for n in (2, 5, 9)], capfd)
+    oc.check_compiled(m, [{"x": full_range((n, 3), TP.UINT8, seed=n)} for n in (2, 5, 9)])
 
 
 # --- DynamicQuantizeLinear --------------------------------------------------------------------
@@ -324,7 +324,7 @@ def test_matmul_integer_per_row_a_zero_point():
                  {"a": a, "b": b, "za": za, "zb": zb}, [want.astype(np.int32)])
 
 
-def test_dynamic_quantized_matmul_compiles_shapeless(capfd):
+def test_dynamic_quantized_matmul_compiles_shapeless():
     """The dynamic-quantization MatMul pattern: K is fixed by the graph, so the integer matmul's
     choice of partial products cannot change and the group compiles shapeless."""
     w = full_range((600, 8), TP.UINT8, 31)  # uint8: ORT's uint8 x int8 kernel saturates
@@ -335,7 +335,7 @@ def test_dynamic_quantized_matmul_compiles_shapeless(capfd):
     m = harness.make_model(nodes, [("x", TP.FLOAT, ("N", 600))], [("y", TP.FLOAT, ("N", 8))],
                            initializers=[("w", w)], opset=13)
     oc.check_compiled(m, [{"x": rng(n).uniform(-2, 2, (n, 600)).astype(np.float32)}
-                          for n in (1, 3, 6)], capfd, rtol=1e-6, atol=1e-4)
+                          for n in (1, 3, 6)], rtol=1e-6, atol=1e-4)
 
 
 # --- QLinearMatMul ----------------------------------------------------------------------------

@@ -106,7 +106,7 @@ def test_nearest_half(dtype):
     check(lambda e: resize_model(e, (1, 3, 5, 4), attrs, [1, 1, 2, 3]), (1, 3, 5, 4), dtype)
 
 
-def test_ppocr_det_form(capfd):
+def test_ppocr_det_form():
     """PP-OCRv4 det: opset 12, empty roi, constant scales [1,1,2,2], nearest asymmetric floor
     (the repeat fast path), after an Add, so the pair is compiled shape-keyed."""
     attrs = dict(mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
@@ -117,7 +117,7 @@ def test_ppocr_det_form(capfd):
                                          ("scales", np.array([1, 1, 2, 2], np.float32))],
                            opset=12)
     harness.check_against_cpu(m, x_feed((1, 8, 5, 7)))
-    oc.check_compiled(m, [x_feed((1, 8, 5, 7)), x_feed((1, 8, 12, 4))], capfd, path="keyed")
+    oc.check_compiled(m, [x_feed((1, 8, 5, 7)), x_feed((1, 8, 12, 4))], path="keyed")
 
 
 def test_ppocr_det_model_resizes_claimed(tmp_path):
@@ -300,7 +300,7 @@ def test_identity_and_empty():
           (1, 2, 5, 4))
 
 
-def test_sizes_from_shape_compiled(capfd):
+def test_sizes_from_shape_compiled():
     """sizes computed from X's shape (Shape -> Mul -> Concat) are folded per input shape, so the
     group still compiles (shape-keyed) without host reads."""
     nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape", start=2),  # opset 15
@@ -311,11 +311,11 @@ def test_sizes_from_shape_compiled(capfd):
                            initializers=[("two", np.array([2, 3], np.int64)),
                                          ("nc", np.array([1, 2], np.int64))], opset=15)
     harness.check_against_cpu(m, x_feed((1, 2, 4, 5)), rtol=1e-5, atol=1e-5)
-    oc.check_compiled(m, [x_feed((1, 2, 4, 5)), x_feed((1, 2, 3, 2))], capfd, path="keyed",
+    oc.check_compiled(m, [x_feed((1, 2, 4, 5)), x_feed((1, 2, 3, 2))], path="keyed",
                       rtol=1e-5, atol=1e-5)
 
 
-def test_scales_fed_at_run_time(capfd):
+def test_scales_fed_at_run_time():
     """scales as a graph input: read on the host every run, so the group falls back to eager
     (and stays correct)."""
     import gc
@@ -327,17 +327,15 @@ def test_scales_fed_at_run_time(capfd):
     res = helper.make_node("Resize", ["a", "", "scales"], ["y"], name="n", mode="linear")
     m = harness.make_model([add, res], [("x", F, (1, 2, 4, 5)), ("scales", F, (4,))],
                            [("y", F, None)], opset=13)
-    s = harness.mlx_session(m, provider_options={"verbose": "1"})
+    rec = harness.Recorded(m)
     cpu = harness.cpu_session(m)
     for sc in ([1, 1, 1.5, 2], [1, 1, 0.5, 3]):
         feeds = dict(x_feed((1, 2, 4, 5)), scales=np.array(sc, np.float32))
-        np.testing.assert_allclose(s.run(None, feeds)[0], cpu.run(None, feeds)[0], rtol=1e-5,
-                                   atol=1e-5)
-    capfd.readouterr()
-    del s
-    gc.collect()
-    line = [ln for ln in capfd.readouterr().err.splitlines() if " nodes, path " in ln][0]
-    assert "path keyed->eager" in line and "eager 2" in line and "host reads 2" in line, line
+        np.testing.assert_allclose(rec.session.run(None, feeds)[0], cpu.run(None, feeds)[0],
+                                   rtol=1e-5, atol=1e-5)
+    group = rec.close()["groups"][0]
+    assert group["path"] == "keyed" and group["turned_eager"], group
+    assert group["eager_runs"] == 2 and group["host_reads"] == 2, group
 
 
 # --- declines ----------------------------------------------------------------------------

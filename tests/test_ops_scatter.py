@@ -196,7 +196,7 @@ def test_scatter_nd_single_tuple():
                                   "u": np.array(9.0, np.float32)})
 
 
-def test_compiled_keyed_scatter_gather(capfd):
+def test_compiled_keyed_scatter_gather():
     """ScatterElements and GatherElements with their range checks compile per shape."""
     nodes = [helper.make_node("ScatterElements", ["x", "i", "u"], ["s"], name="sc", axis=1,
                               reduction="add"),
@@ -206,7 +206,7 @@ def test_compiled_keyed_scatter_gather(capfd):
                            [("y", TensorProto.FLOAT, None)], opset=18)
     feeds = [{"x": harness.rand((n, 4), seed=n), "i": np.full((n, 2), -1, np.int64),
               "u": harness.rand((n, 2), seed=n + 1)} for n in (2, 3, 2)]
-    oc.check_compiled(m, feeds, capfd, path="keyed")
+    oc.check_compiled(m, feeds, path="keyed")
 
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)

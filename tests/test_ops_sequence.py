@@ -18,7 +18,7 @@ import mlx_harness as harness
 import onnxruntime as ort
 import onnxruntime_ep_mlx as mlx
 import ops_common as oc
-from test_plan_compile import run_verbose, stat
+from mlx_harness import counts, run_recorded
 
 F = TP.FLOAT
 
@@ -215,21 +215,22 @@ def construct_chain():
 
 
 def test_split_group_compiles_keyed_per_shape():
-    [g] = run_verbose(split_concat_chain(), [(3, 3), (5, 3), (3, 3)])
-    assert "path keyed" in g and "SplitToSequence 'split' is shape-keyed" in g
-    assert stat(g, "compiled") == 3 and stat(g, "fallbacks") == 0 and stat(g, "misses") == 2
+    [g] = run_recorded(split_concat_chain(), [(3, 3), (5, 3), (3, 3)])
+    assert g["path"] == "keyed", g
+    assert g["decided_by"] == {"node": "split", "op": "SplitToSequence", "class": "shape_keyed"}, g
+    assert counts(g, "compiled_runs", "fallbacks", "cache_misses") == (3, 0, 2), g
 
 
 def test_construct_group_compiles_shapeless():
-    [g] = run_verbose(construct_chain(), [(2, 3), (4, 5)])
-    assert "path shapeless" in g
-    assert stat(g, "compiled") == 2 and stat(g, "fallbacks") == 0
+    [g] = run_recorded(construct_chain(), [(2, 3), (4, 5)])
+    assert g["path"] == "shapeless", g
+    assert counts(g, "compiled_runs", "fallbacks") == (2, 0), g
 
 
 @pytest.mark.parametrize("build", [split_concat_chain, construct_chain])
 def test_eager_path_gives_the_same_answers(build):
-    [g] = run_verbose(build(), [(3, 3), (2, 3)], env={"ONNXRUNTIME_EP_MLX_NO_COMPILE": "1"})
-    assert "path eager" in g and stat(g, "eager") == 2
+    [g] = run_recorded(build(), [(3, 3), (2, 3)], env={"ONNXRUNTIME_EP_MLX_NO_COMPILE": "1"})
+    assert g["path"] == "eager" and g["eager_runs"] == 2, g
 
 
 def test_computed_position_is_claimed_without_declines(tmp_path):

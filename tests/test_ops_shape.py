@@ -436,7 +436,7 @@ def test_cast_to_types_mlx_lacks_declined(to, tmp_path):
 
 
 # --- compiled paths -------------------------------------------------------------------------
-def test_compiled_shapeless_rank_only_ops(capfd):
+def test_compiled_shapeless_rank_only_ops():
     """Transpose, Flatten, Unsqueeze (attribute axes), Concat and Cast depend on ranks only: one
     shapeless compiled function serves every batch size."""
     nodes = [helper.make_node("Transpose", ["x"], ["t"], name="tr", perm=[0, 2, 1]),
@@ -447,10 +447,10 @@ def test_compiled_shapeless_rank_only_ops(capfd):
     m = harness.make_model(nodes, [("x", TensorProto.FLOAT, ["N", 3, 4])],
                            [("y", TensorProto.INT32, None)], opset=11)
     feeds = [{"x": harness.rand((n, 3, 4), low=-9, high=9, seed=n)} for n in (2, 5, 1)]
-    oc.check_compiled(m, feeds, capfd, path="shapeless")
+    oc.check_compiled(m, feeds, path="shapeless")
 
 
-def test_compiled_keyed_shape_reads(capfd):
+def test_compiled_keyed_shape_reads():
     """Reshape, Expand and Squeeze-13 read constant shapes/axes and concrete dims: compiled once
     per input shape, with no fallback to eager translation."""
     nodes = [helper.make_node("Reshape", ["x", "s"], ["r"], name="rs"),
@@ -461,7 +461,7 @@ def test_compiled_keyed_shape_reads(capfd):
     m = harness.make_model(nodes, [("x", TensorProto.FLOAT, [1, "N", 4])],
                            [("y", TensorProto.FLOAT, None)], initializers=inits, opset=13)
     feeds = [{"x": harness.rand((1, n, 4), seed=n)} for n in (2, 5, 2)]
-    oc.check_compiled(m, feeds, capfd, path="keyed")
+    oc.check_compiled(m, feeds, path="keyed")
 
 
 # --- Split, Tile, DepthToSpace, SpaceToDepth, Size, Dropout, Trilu, EyeLike, ReverseSequence ---
@@ -677,14 +677,14 @@ def test_dropout_training_declined(training, training_input, reason, tmp_path):
     oc.check_declined(m, feeds, "n", reason, tmp_path)
 
 
-def test_compiled_dropout_shapeless(capfd):
+def test_compiled_dropout_shapeless():
     nodes = [helper.make_node("Dropout", ["x"], ["d", "m"], name="drop"),
              helper.make_node("Relu", ["d"], ["y"], name="relu")]
     m = harness.make_model(nodes, [("x", TensorProto.FLOAT, ["N", 3])],
                            [("y", TensorProto.FLOAT, None), ("m", TensorProto.BOOL, None)],
                            opset=13)
     feeds = [{"x": harness.rand((n, 3), seed=n)} for n in (2, 5, 2)]
-    oc.check_compiled(m, feeds, capfd, path="shapeless")
+    oc.check_compiled(m, feeds, path="shapeless")
 
 
 @pytest.mark.parametrize("dtype", ALL, ids=str)
@@ -779,7 +779,7 @@ def test_reverse_sequence_bad_length_fails_naming_the_node():
     np.testing.assert_array_equal(s.run(None, good)[0], harness.cpu_session(m).run(None, good)[0])
 
 
-def test_compiled_keyed_new_shape_rows(capfd):
+def test_compiled_keyed_new_shape_rows():
     """Tile, DepthToSpace, Trilu and ReverseSequence compile per input shape (keyed) with a
     run-time check inside the trace and no fallback to eager translation."""
     nodes = [helper.make_node("Tile", ["x", "r"], ["t"], name="tile"),
@@ -793,4 +793,4 @@ def test_compiled_keyed_new_shape_rows(capfd):
                            [("y", TensorProto.FLOAT, None)], initializers=inits, opset=14)
     feeds = [{"x": harness.rand((2, 4, h, 2), seed=h), "l": np.array([h, 1], np.int64)}
              for h in (1, 3, 1)]
-    oc.check_compiled(m, feeds, capfd, path="keyed")
+    oc.check_compiled(m, feeds, path="keyed")

@@ -81,15 +81,14 @@ def test_dft_half_types_compute_in_float32():
         oc.check(lambda e: dft_model(x.shape, 20, {}, axis=1, elem=e), {"x": x}, dt, scale=4)
 
 
-def test_dft_constant_length_stays_compiled(capfd):
+def test_dft_constant_length_stays_compiled():
     """DFT after an Add with constant dft_length/axis: the pair is compiled shape-keyed."""
     add = helper.make_node("Add", ["x", "x"], ["s"], name="add")
     dft = helper.make_node("DFT", ["s", "n", "axis"], ["y"], name="dft")
     m = harness.make_model([add, dft], [("x", TP.FLOAT, ["B", 8, 1])], [("y", TP.FLOAT, None)],
                            initializers=[("n", np.array(8, np.int64)),
                                          ("axis", np.array(1, np.int64))], opset=20)
-    oc.check_compiled(m, [{"x": harness.rand((2, 8, 1))}, {"x": harness.rand((3, 8, 1))}],
-                      capfd, path="keyed", rtol=1e-4, atol=1e-4)
+    oc.check_compiled(m, [{"x": harness.rand((2, 8, 1))}, {"x": harness.rand((3, 8, 1))}], path="keyed", rtol=1e-4, atol=1e-4)
 
 
 def test_dft_computed_axis_is_eager():

@@ -9,7 +9,7 @@ from onnx import TensorProto as TP
 from onnx import helper
 
 from mlx_harness import check_against_cpu, make_model
-from ssm_harness import (BF16, MS, declines, f32, group_summaries, mlx_session_checked,
+from ssm_harness import (BF16, MS, declines, f32, group_records, mlx_session_checked,
                          ort_refuses, run, run_mlx)
 
 F, H16, BF = TP.FLOAT, TP.FLOAT16, TP.BFLOAT16
@@ -401,7 +401,7 @@ def test_refused_by_ort_first(monkeypatch, kw, ort_text):
 
 
 # --- compiled (keyed) with windows, chained into CausalConvWithState -----------------------------
-def test_windows_compile_keyed_without_fallback(capfd):
+def test_windows_compile_keyed_without_fallback():
     from test_ops_ssm_conv import conv_ref
     la = la_model(window=3, shapes={"q": ["B", "T", 8], "k": ["B", "T", 8], "v": ["B", "T", 6],
                                     "decay": ["B", "T", 2], "beta": ["B", "T", 2],
@@ -421,12 +421,14 @@ def test_windows_compile_keyed_without_fallback(capfd):
         f["w"] = r.standard_normal((6, 1, 3)).astype(np.float32)
         f["cpast"] = r.standard_normal((2, 2, 2, 6)).astype(np.float32)
         feeds.append(f)
-    outs, lines = group_summaries(la, feeds, capfd)
+    outs, groups = group_records(la, feeds)
     for f, got in zip(feeds, outs):
         out, present = la_ref(f, 2, 2, window=3)
         y, cpresent = conv_ref({"x": out.astype(np.float32), "w": f["w"], "past": f["cpast"]},
                                channels_last=1, state_window=2, activation="silu")
         for g_, w_ in zip(got, [out, present, y, cpresent]):
             np.testing.assert_allclose(g_, w_, rtol=1e-4, atol=1e-5)
-    assert len(lines) == 1 and "path keyed" in lines[0] and "fallbacks 0" in lines[0], lines
-    assert "compiled 4, eager 1" in lines[0], lines  # T = 0 (an empty input) runs eagerly
+    assert len(groups) == 1 and groups[0]["path"] == "keyed", groups
+    assert groups[0]["fallbacks"] == 0, groups
+    # T = 0 (an empty input) runs eagerly
+    assert (groups[0]["compiled_runs"], groups[0]["eager_runs"]) == (4, 1), groups

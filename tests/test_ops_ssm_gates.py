@@ -8,7 +8,7 @@ from onnx import TensorProto as TP
 from onnx import helper
 
 from mlx_harness import check_against_cpu, make_model
-from ssm_harness import BF16, MS, assert_claimed, declines, f32, group_summaries, run_mlx
+from ssm_harness import BF16, MS, assert_claimed, declines, f32, group_records, run_mlx
 from mlx_harness import cpu_session
 
 F, H16, BF = TP.FLOAT, TP.FLOAT16, TP.BFLOAT16
@@ -258,16 +258,17 @@ def chain_feeds(b, t, seed):
 
 
 @pytest.mark.parametrize("with_norm, path", [(False, "shapeless"), (True, "keyed")])
-def test_compiled_paths_without_fallback(capfd, with_norm, path):
+def test_compiled_paths_without_fallback(with_norm, path):
     m = chain_model(with_norm)
     names = {i.name for i in m.graph.input}
     feeds = [{k: v for k, v in chain_feeds(b, t, seed).items() if k in names}
              for seed, (b, t) in enumerate([(2, 3), (1, 5), (2, 3), (3, 1), (1, 0)])]
-    outs, lines = group_summaries(m, feeds, capfd)
+    outs, groups = group_records(m, feeds)
     cpu = cpu_session(m)
     for f, got in zip(feeds, outs):
         np.testing.assert_allclose(got[0], cpu.run(None, f)[0], rtol=1e-5, atol=1e-5)
-    assert len(lines) == 1 and f"path {path}" in lines[0] and "fallbacks 0" in lines[0], lines
+    assert len(groups) == 1 and groups[0]["path"] == path, groups
+    assert groups[0]["fallbacks"] == 0, groups
     # the (1, 0) feed has an empty dim: such calls run eagerly on every compiled path (MLX's
     # shapeless replay mis-broadcasts empty dims; its CUDA compiled kernels fault on them)
-    assert "compiled 4, eager 1" in lines[0], lines
+    assert (groups[0]["compiled_runs"], groups[0]["eager_runs"]) == (4, 1), groups

@@ -1,57 +1,19 @@
 """The compile policy seen from outside: which path each fused group takes (shapeless, keyed,
 eager), cache hits and misses across input shapes, shape chains kept compiled per shape, the kill
-switches, and that every path gives the same answers. Paths are read from the verbose summary
-the EP prints when a session ends. The path trial (eager runs timed against compiled ones) is
+switches, and that every path gives the same answers. Paths are read from the run record the
+EP writes when a session ends (the stats_file option's JSON). The path trial (eager runs timed against compiled ones) is
 switched off here, except in the tests of the trial itself, so that run counts are exact."""
 import os
 import re
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
 from onnx import TensorProto as TP
 from onnx import helper
 
-from mlx_harness import make_model
+from mlx_harness import counts, make_model, run_recorded
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def run_verbose(model, shapes, env=None):
-    """Runs `model` (input x) once per shape in a child process; returns the EP's summary."""
-    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"compile-{os.getpid()}.onnx")
-    with open(path, "wb") as f:
-        f.write(model.SerializeToString())
-    code = textwrap.dedent(f"""
-        import sys, numpy as np, onnxruntime as ort
-        sys.path.insert(0, {HERE!r})
-        import onnxruntime_ep_mlx as mlx
-        so = mlx.session_options()
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-        s = ort.InferenceSession({path!r}, so)
-        ref = ort.InferenceSession({path!r}, providers=["CPUExecutionProvider"])
-        for shape in {shapes!r}:
-            x = (np.random.default_rng(len(shape)).random(shape, dtype=np.float32) - 0.5)
-            got, want = s.run(None, {{"x": x}})[0], ref.run(None, {{"x": x}})[0]
-            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-        del s
-    """)
-    full_env = dict(os.environ, ONNXRUNTIME_EP_MLX_VERBOSE="1",
-                    ONNXRUNTIME_EP_MLX_NO_PATH_TRIAL="1")
-    full_env.update(env or {})
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env)
-    os.unlink(path)
-    assert r.returncode == 0, r.stderr[-3000:]
-    groups = [line for line in r.stderr.splitlines() if " nodes, path " in line]
-    assert groups, r.stderr[-2000:]
-    return groups
-
-
-def stat(line, name):
-    return int(re.search(rf"{name} (\d+)", line).group(1))
 
 
 def elementwise_chain():
@@ -74,39 +36,39 @@ def shape_chain():
 
 
 def test_shapeless_group_traces_once_across_shapes():
-    [g] = run_verbose(elementwise_chain(), [(2, 3), (5, 7), (2, 3), (40, 9)])
-    assert "path shapeless" in g
-    assert stat(g, "compiled") == 4 and stat(g, "fallbacks") == 0
-    assert stat(g, "misses") == 1
+    [g] = run_recorded(elementwise_chain(), [(2, 3), (5, 7), (2, 3), (40, 9)])
+    assert g["path"] == "shapeless", g
+    assert counts(g, "compiled_runs", "fallbacks", "cache_misses") == (4, 0, 1), g
 
 
 def test_shapeless_variants_follow_the_dim_pattern():
     """A shapeless variant is reused for any dims with the same pattern (which dims are 1, which
     equal each other); a new pattern (a dim of 1, two equal dims) is traced on its own, since
     MLX's shapeless replay does not re-check broadcasts."""
-    [g] = run_verbose(elementwise_chain(), [(2, 3), (1, 7), (5, 7), (1, 1), (4, 4), (1, 9)])
-    assert stat(g, "compiled") == 6 and stat(g, "fallbacks") == 0
-    assert stat(g, "misses") == 4 and stat(g, "hits") == 2
+    [g] = run_recorded(elementwise_chain(), [(2, 3), (1, 7), (5, 7), (1, 1), (4, 4), (1, 9)])
+    assert counts(g, "compiled_runs", "fallbacks") == (6, 0), g
+    assert counts(g, "cache_misses", "cache_hits") == (4, 2), g
 
 
 def test_keyed_group_keeps_shape_chains_compiled():
-    [g] = run_verbose(shape_chain(), [(2, 3, 4), (5, 3, 4), (2, 3, 4), (5, 3, 4)])
-    assert "path keyed" in g and "Shape 'shape' is shape-keyed" in g
-    assert stat(g, "compiled") == 4 and stat(g, "eager") == 0 and stat(g, "fallbacks") == 0
-    assert stat(g, "misses") == 2 and stat(g, "hits") == 2  # one variant per shape
-    assert stat(g, "host reads") == 0
+    [g] = run_recorded(shape_chain(), [(2, 3, 4), (5, 3, 4), (2, 3, 4), (5, 3, 4)])
+    assert g["path"] == "keyed", g
+    assert g["decided_by"] == {"node": "shape", "op": "Shape", "class": "shape_keyed"}, g
+    assert counts(g, "compiled_runs", "eager_runs", "fallbacks") == (4, 0, 0), g
+    assert counts(g, "cache_misses", "cache_hits") == (2, 2), g  # one variant per shape
+    assert g["host_reads"] == 0, g
 
 
-@pytest.mark.parametrize("switch,path", [("ONNXRUNTIME_EP_MLX_NO_COMPILE", "path eager"),
-                                         ("ONNXRUNTIME_EP_MLX_NO_SHAPELESS", "path keyed")])
+@pytest.mark.parametrize("switch,path", [("ONNXRUNTIME_EP_MLX_NO_COMPILE", "eager"),
+                                         ("ONNXRUNTIME_EP_MLX_NO_SHAPELESS", "keyed")])
 def test_kill_switches_change_the_path_not_the_answers(switch, path):
-    [g] = run_verbose(elementwise_chain(), [(2, 3), (4, 5)], env={switch: "1"})
-    assert path in g
+    [g] = run_recorded(elementwise_chain(), [(2, 3), (4, 5)], env={switch: "1"})
+    assert g["path"] == path, g
 
 
 def test_no_retrace_on_second_run():
-    [g] = run_verbose(shape_chain(), [(2, 3, 4), (2, 3, 4)])
-    assert stat(g, "traces") == 1 and stat(g, "hits") == 1
+    [g] = run_recorded(shape_chain(), [(2, 3, 4), (2, 3, 4)])
+    assert counts(g, "traces", "cache_hits") == (1, 1), g
 
 
 @pytest.mark.parametrize("env", [{}, {"ONNXRUNTIME_EP_MLX_NO_SHAPELESS": "1"}],
@@ -114,16 +76,11 @@ def test_no_retrace_on_second_run():
 def test_first_run_in_a_fresh_thread_is_the_only_trace(env):
     """MLX keys its compile cache on the calling thread's default stream; when the first call to
     a compiled function is what creates that stream, the second call used to trace again."""
-    [g] = run_verbose(elementwise_chain(), [(2, 3)] * 3, env=env)
-    assert stat(g, "traces") == 1 and stat(g, "hits") == 2, g
+    [g] = run_recorded(elementwise_chain(), [(2, 3)] * 3, env=env)
+    assert counts(g, "traces", "cache_hits") == (1, 2), g
 
 
 # --- the path trial -------------------------------------------------------------------------------
-def runs_of(line, kind):
-    """The summary's run breakdown "(failed F, compiled C, eager E)"."""
-    return int(re.search(rf"\(failed \d+, compiled (\d+), eager (\d+)\)", line)
-               .group(1 if kind == "compiled" else 2))
-
 def trial_runs():
     """PLAN_TRIAL_RUNS, read from src/plan/plan.h (its one home)."""
     with open(os.path.join(HERE, "..", "src", "plan", "plan.h")) as f:
@@ -136,33 +93,35 @@ def test_path_trial_times_both_paths_then_keeps_one():
     faster), every run's output matches ORT's CPU provider, and later runs all take the chosen
     path."""
     n, after = trial_runs(), 5
-    [g] = run_verbose(elementwise_chain(), [(64, 64)] * (1 + 2 * n + after),
-                      env={"ONNXRUNTIME_EP_MLX_NO_PATH_TRIAL": "0"})
-    m = re.search(rf"path trial: eager ([\d.]+) ms, compiled ([\d.]+) ms \(fastest of {n}\)", g)
-    assert m, g
-    eager_won = float(m.group(1)) < float(m.group(2)) * 0.90  # src/plan/plan.h's margin
-    assert stat(g, "fallbacks") == 0 and stat(g, "misses") == 1
+    [g] = run_recorded(elementwise_chain(), [(64, 64)] * (1 + 2 * n + after),
+                       env={"ONNXRUNTIME_EP_MLX_NO_PATH_TRIAL": "0"})
+    trial = g["trial"]
+    assert trial["decided"] and trial["eager_ns"] > 0 and trial["compiled_ns"] > 0, g
+    eager_won = trial["eager_ns"] * 100 < trial["compiled_ns"] * 90  # src/plan/plan.h's margin
+    assert trial["chose"] == ("eager" if eager_won else "compiled"), g
+    assert counts(g, "fallbacks", "cache_misses") == (0, 1), g
     # run 1 traces; the next 2n alternate; the last `after` take the winner
+    assert g["path"] == "shapeless" and g["turned_eager"] == eager_won, g
+    assert ("path_trial" in g["turned_eager_by"]) == eager_won, g
     if eager_won:
-        assert "path shapeless->eager" in g
-        assert runs_of(g, "eager") == n + after and runs_of(g, "compiled") == 1 + n
+        assert counts(g, "eager_runs", "compiled_runs") == (n + after, 1 + n), g
     else:
-        assert "path shapeless (path trial" in g
-        assert runs_of(g, "eager") == n and runs_of(g, "compiled") == 1 + n + after
+        assert counts(g, "eager_runs", "compiled_runs") == (n, 1 + n + after), g
 
 
 def test_path_trial_ignores_tracing_runs_of_new_shapes():
     """Keyed variants: a compiled run that traced a new shape is not a timing sample."""
     shapes = [(4, 4), (4, 4), (8, 8)] + [(4, 4), (8, 8)] * (2 * trial_runs())
-    [g] = run_verbose(elementwise_chain(), shapes,
-                      env={"ONNXRUNTIME_EP_MLX_NO_PATH_TRIAL": "0",
-                           "ONNXRUNTIME_EP_MLX_NO_SHAPELESS": "1"})
-    assert "path trial:" in g and stat(g, "misses") == 2 and stat(g, "fallbacks") == 0
+    [g] = run_recorded(elementwise_chain(), shapes,
+                       env={"ONNXRUNTIME_EP_MLX_NO_PATH_TRIAL": "0",
+                            "ONNXRUNTIME_EP_MLX_NO_SHAPELESS": "1"})
+    assert g["trial"]["decided"], g
+    assert counts(g, "cache_misses", "fallbacks") == (2, 0), g
 
 
 def test_path_trial_switch_keeps_groups_compiled():
-    [g] = run_verbose(elementwise_chain(), [(64, 64)] * 8)
-    assert "path trial" not in g and runs_of(g, "eager") == 0 and runs_of(g, "compiled") == 8
+    [g] = run_recorded(elementwise_chain(), [(64, 64)] * 8)
+    assert g["trial"] is None and counts(g, "eager_runs", "compiled_runs") == (0, 8), g
 
 
 # --- nodes whose output shape follows values ------------------------------------------------------
@@ -183,24 +142,25 @@ def nonzero_sandwich():
 def test_host_shaped_node_gets_its_own_group_and_neighbours_compile():
     """NonZero is evaluated on the host; in a group of its own it leaves the nodes before and
     after it compiled (3 groups: compiled, eager NonZero, compiled)."""
-    groups = run_verbose(nonzero_sandwich(), [(3, 4), (3, 4), (3, 4)])
+    groups = run_recorded(nonzero_sandwich(), [(3, 4), (3, 4), (3, 4)])
     assert len(groups) == 3, groups
-    alone = [g for g in groups if ": 1 nodes, path eager (NonZero 'nonzero' is evaluated on the "
-             "host (its output shape follows values))" in g]
+    host_shape = {"node": "nonzero", "op": "NonZero", "class": "host_shape"}
+    alone = [g for g in groups if g["nodes"] == 1 and g["path"] == "eager" and
+             g["decided_by"] == host_shape]
     assert len(alone) == 1, groups
     others = [g for g in groups if g not in alone]
-    assert all("path shapeless" in g or "path keyed" in g for g in others), groups
-    assert all(re.search(r"compiled 3, eager 0", g) for g in others), groups
+    assert all(g["path"] in ("shapeless", "keyed") for g in others), groups
+    assert all(counts(g, "compiled_runs", "eager_runs") == (3, 0) for g in others), groups
 
 
 def test_keyed_group_meeting_new_shapes_on_most_runs_turns_eager():
     """Downstream of NonZero every new count is a new shape: after 16 traces, more than one run
     in two, the keyed group runs eagerly, and says so."""
     shapes = [(n, 3) for n in range(1, 25)]
-    groups = run_verbose(nonzero_sandwich(), shapes)
-    churned = [g for g in groups if "input shapes traced in" in g]
-    assert len(churned) == 1 and "->eager" in churned[0], groups
-    assert stat(churned[0], "fallbacks") == 0
+    groups = run_recorded(nonzero_sandwich(), shapes)
+    churned = [g for g in groups if "shape_churn" in g["turned_eager_by"]]
+    assert len(churned) == 1 and churned[0]["turned_eager"], groups
+    assert churned[0]["fallbacks"] == 0, groups
 
 
 def test_shapeless_group_meeting_new_dim_patterns_on_most_runs_turns_eager():
@@ -211,9 +171,10 @@ def test_shapeless_group_meeting_new_dim_patterns_on_most_runs_turns_eager():
                         helper.make_node("Tanh", ["a"], ["y"], name="tanh")],
                        [("x", TP.FLOAT, dims)], [("y", TP.FLOAT, None)])
     shapes = [tuple(1 if k >> j & 1 else j + 2 for j in range(6)) for k in range(24)]
-    [g] = run_verbose(model, shapes)
-    assert "path shapeless->eager" in g and "input shapes traced in" in g, g
-    assert stat(g, "misses") == 16 and stat(g, "fallbacks") == 0, g
+    [g] = run_recorded(model, shapes)
+    assert g["path"] == "shapeless" and g["turned_eager"], g
+    assert g["turned_eager_by"] == ["shape_churn"], g
+    assert counts(g, "cache_misses", "fallbacks") == (16, 0), g
 
 
 ENVS = [{}, {"ONNXRUNTIME_EP_MLX_NO_SHAPELESS": "1"}, {"ONNXRUNTIME_EP_MLX_NO_COMPILE": "1"}]

@@ -56,6 +56,7 @@ typedef struct mlx_ep {
   const OrtLogger *logger;
   bool own_sgemm;      /* the plugin's own product serves MLX's CPU matrix products */
   bool host_kernels;   /* CPU device: the CPU room's host kernels are on (cpu/cpu.h) */
+  size_t cache_limit_mib; /* MLX's buffer cache limit as this EP left it (0: not touched) */
   struct plan **plans; /* every plan compiled for this session; the EP owns them */
   int n_plans, cap_plans;
 } mlx_ep;

@@ -66,7 +66,7 @@ static int conv_channels_last(tr_ctx *t, mx_array x, mx_array w, int nd,
       rc = mx_conv(t->mx, &parts[g], xg, wg, stride, lo, hi, kdil, idil, nd, 1, flip);
   }
   if (rc == MX_OK) rc = mx_concatenate(t->mx, y, parts, (size_t)groups, nd + 1);
-  if (rc == MX_OK) tr_note_path(t, "group by group");
+  if (rc == MX_OK) tr_note_path(t, TR_PATH_COMPOSED, "conv_by_group", 0, "group by group");
   free(parts);
   return rc;
 }

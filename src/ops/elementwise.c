@@ -393,7 +393,8 @@ static int translate_add(tr_ctx *t, const ir_node *n, const op_row *r) {
                    mx_dim(scale, 0) == mx_dim(x, -1) && mx_dim(bias, 0) == mx_dim(x, -1);
     if (vectors) {
       TR_TRY(cpu_layer_norm_last(t, x, NULL, scale, bias, ln.eps, &y));
-      tr_note_path(t, "last of a layer normalisation's nine nodes: one host kernel (CPU)");
+      tr_note_path(t, TR_PATH_HOST_KERNEL, "layer_norm", 0,
+                   "last of a layer normalisation's nine nodes: one host kernel (CPU)");
       return tr_out_cast(t, 0, y);
     }
   }
@@ -411,8 +412,10 @@ static int translate_add(tr_ctx *t, const ir_node *n, const op_row *r) {
       bool packed = mx_is_host_kernel(product); /* cpu/matmul.c's, with a packed weight */
       TR_TRY(mx_fold_into_product(t->mx, &y, product, bias));
       if (!y) continue;
-      tr_note_path(t, packed ? "folded into the MatMul (packed weight)"
-                             : "folded into the MatMul (addmm)");
+      if (packed)
+        tr_note_path(t, TR_PATH_EPILOGUE, "bias", 0, "folded into the MatMul (packed weight)");
+      else
+        tr_note_path(t, TR_PATH_MLX_FUSED, "addmm", 0, "folded into the MatMul (addmm)");
       return tr_out(t, 0, y);
     }
     bool done;
@@ -436,6 +439,8 @@ typedef struct spelled_activation {
   bool gelu;
   float beta; /* Swish's */
   const char *as_epilogue, *as_kernel; /* path notes */
+  const char *kernel;                  /* the path's kernel id */
+  unsigned folds;                      /* TR_FOLD_SCALE: Swish's beta */
 } spelled_activation;
 
 static int translate_spelled(tr_ctx *t, int x, const spelled_activation *a) {
@@ -444,10 +449,10 @@ static int translate_spelled(tr_ctx *t, int x, const spelled_activation *a) {
   if (xv->readers == 2 && !xv->is_graph_output)
     TR_TRY(a->gelu ? cpu_gelu_fold(t, in, &y) : cpu_swish_fold(t, in, a->beta, &y));
   if (y) {
-    tr_note_path(t, a->as_epilogue);
+    tr_note_path(t, TR_PATH_EPILOGUE, a->kernel, a->folds, a->as_epilogue);
   } else {
     TR_TRY(a->gelu ? cpu_gelu(t, in, &y) : cpu_swish(t, in, a->beta, &y));
-    tr_note_path(t, a->as_kernel);
+    tr_note_path(t, TR_PATH_HOST_KERNEL, a->kernel, a->folds, a->as_kernel);
   }
   return tr_out_cast(t, 0, y);
 }
@@ -459,7 +464,7 @@ static int translate_mul(tr_ctx *t, const ir_node *n, const op_row *r) {
     spelled_activation gelu = {
         true, 0.0f,
         "last of a Gelu's five nodes: the epilogue of the kernel computing its input (CPU)",
-        "last of a Gelu's five nodes: one host kernel (CPU)"};
+        "last of a Gelu's five nodes: one host kernel (CPU)", "gelu", 0};
     return translate_spelled(t, x, &gelu);
   }
   float beta = 1.0f;
@@ -467,10 +472,11 @@ static int translate_mul(tr_ctx *t, const ir_node *n, const op_row *r) {
   if (x != IR_NONE && cpu_kernel_applies(t, t->values[x])) {
     spelled_activation swish = {
         false, beta, "Swish, x * Sigmoid(x): the epilogue of the kernel computing x (CPU)",
-        "Swish, x * Sigmoid(x): one host kernel (CPU)"};
+        "Swish, x * Sigmoid(x): one host kernel (CPU)", "swish", 0};
     if (beta != 1.0f) {
       swish.as_epilogue = "x * Sigmoid(x * beta): the epilogue of the kernel computing x (CPU)";
       swish.as_kernel = "x * Sigmoid(x * beta): one host kernel (CPU)";
+      swish.folds = TR_FOLD_SCALE;
     }
     return translate_spelled(t, x, &swish);
   }

@@ -268,7 +268,7 @@ static int translate_pool(tr_ctx *t, const ir_node *n, const op_row *r) {
                               include_pad ? -a->lo : 0, include_pad ? a->in + a->hi : a->in};
     }
     TR_TRY(cpu_pool_average(t, x, pa, &y));
-    tr_note_path(t, "host kernel (CPU)");
+    tr_note_path(t, TR_PATH_HOST_KERNEL, "avg_pool", 0, "host kernel (CPU)");
     return tr_out_cast(t, 0, y);
   }
   double p = lp_p(n);
@@ -305,7 +305,7 @@ static int translate_global(tr_ctx *t, const ir_node *n, const op_row *r) {
   double p = lp_p(n);
   if (kind == POOL_AVG && cpu_pool_applies(t, x)) {
     TR_TRY(cpu_pool_global_average(t, x, &y));
-    tr_note_path(t, "host kernel (CPU)");
+    tr_note_path(t, TR_PATH_HOST_KERNEL, "global_avg_pool", 0, "host kernel (CPU)");
     return tr_out_cast(t, 0, y);
   }
   switch (kind) {

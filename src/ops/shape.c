@@ -321,7 +321,9 @@ static int translate_concat(tr_ctx *t, const ir_node *n, const op_row *r) {
                  : tr_fail(t, "Concat has no inputs");
   if (rc == MX_OK && concat_channels_last_pays(t, n, parts[0], axis)) {
     rc = concat_channels_last(t, parts, count, &y);
-    if (rc == MX_OK) tr_note_path(t, "joined channels-last for the convolution (CPU)");
+    if (rc == MX_OK)
+      tr_note_path(t, TR_PATH_COMPOSED, "concat_channels_last", 0,
+                   "joined channels-last for the convolution (CPU)");
   } else if (rc == MX_OK) {
     rc = mx_concatenate(t->mx, &y, parts, (size_t)count, axis);
   }

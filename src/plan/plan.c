@@ -244,12 +244,14 @@ static void find_keys(plan *p) {
 static void choose_path(plan *p, const plan_config *cfg) {
   op_compile_class worst = OP_SHAPELESS;
   p->path_reason = "every node is shapeless-safe";
+  p->path_node = -1;
   int live = 0;
   for (int i = 0; i < p->g->n_nodes; i++) {
     /* a control-flow node unrolls its subgraphs: more than one op to fuse */
     live += !p->folded[i] ? 1 + (p->g->nodes[i].n_subgraphs > 0) : 0;
     if (p->folded[i] || p->classes[i] <= worst) continue;
     worst = p->classes[i];
+    p->path_node = i;
     snprintf(p->path_reason_buf, sizeof p->path_reason_buf, "%s '%s' is %s",
              p->g->nodes[i].op_type, p->g->nodes[i].name,
              worst == OP_HOST_SHAPE   ? "evaluated on the host (its output shape follows values)"
@@ -297,7 +299,7 @@ int plan_build(const ir_graph *snapshot, const char *name, const plan_config *cf
   p->shape_node = calloc((size_t)n + 1, sizeof(bool));
   p->key_node = calloc((size_t)n + 1, sizeof(bool));
   p->classes = calloc((size_t)n + 1, sizeof(op_compile_class));
-  p->node_paths = calloc((size_t)n + 1, sizeof(const char *));
+  p->node_paths = calloc((size_t)n + 1, sizeof(tr_node_path));
   p->derived = calloc(((size_t)n + 1) * TR_DERIVED_SLOTS, sizeof(mx_array));
   p->const_values = calloc((size_t)p->g->n_values + 1, sizeof(mx_array));
   p->bodies = calloc((size_t)n + 1, sizeof(*p->bodies));
@@ -367,7 +369,7 @@ void plan_free(plan *p) {
   free(p->key_node);
   free(p->classes);
   free(p->derived);
-  free((void *)p->node_paths);
+  free(p->node_paths);
   free(p->const_values);
   free(p);
 }

@@ -19,7 +19,7 @@ typedef struct plan_body {
   const op_row **rows;
   mx_array *const_values; /* per value; NULL unless constant */
   mx_array *derived;      /* per node, TR_DERIVED_SLOTS */
-  const char **node_paths;
+  tr_node_path *node_paths;
   int *outer;             /* per value: its index in the enclosing graph, or IR_NONE */
   struct plan_body ***sub; /* per node: one body per subgraph, or NULL */
 } plan_body;

@@ -31,6 +31,18 @@ const char *plan_path_name(plan_path path) {
   return "?";
 }
 
+const char *plan_class_name(op_compile_class c) {
+  switch (c) {
+    case OP_SHAPELESS: return "shapeless";
+    case OP_SHAPELESS_GPU: return "shapeless_gpu"; /* resolved at plan build: not recorded */
+    case OP_SHAPE_KEYED: return "shape_keyed";
+    case OP_VALUE_KEYED: return "value_keyed";
+    case OP_EAGER: return "eager";
+    case OP_HOST_SHAPE: return "host_shape";
+  }
+  return "?";
+}
+
 /* --- inputs -------------------------------------------------------------------------------- */
 static int bind_input(plan *p, mx_ctx *ctx, int k, const plan_tensor *in, mx_array *slot,
                       char *err, size_t len) {
@@ -498,6 +510,8 @@ static void trial_record(plan *p, bool eager, uint64_t ns) {
   uint64_t e = fastest(tr->eager_ns, PLAN_TRIAL_RUNS);
   uint64_t c = fastest(tr->compiled_ns, PLAN_TRIAL_RUNS);
   tr->decided = true;
+  tr->eager_best_ns = e;
+  tr->compiled_best_ns = c;
   tr->chose_eager = e * 100 < c * (100 - PLAN_TRIAL_EAGER_MARGIN);
   char before[sizeof p->path_reason_buf];
   snprintf(before, sizeof before, "%s", p->path_reason ? p->path_reason : "");
