@@ -365,15 +365,6 @@ static size_t pattern_of(const mx_array *bound, int n, int64_t *sig) {
   return len;
 }
 
-static void entry_free(plan_cache_entry *e) {
-  if (!e) return;
-  mx_compiled_free(e->fn);
-  mx_arena_free(e->arena);
-  free(e->fixed_values);
-  free(e->signature);
-  free(e);
-}
-
 /* A variant's key values, as constants in its arena: its trace reads them as known values. */
 static int keep_keys(plan *p, mx_ctx *ctx, plan_cache_entry *e, const key_values *kv) {
   if (!e->fixed_values) e->fixed_values = calloc((size_t)p->g->n_values + 1, sizeof(mx_array));
@@ -404,7 +395,7 @@ static int entry_new(plan *p, mx_ctx *ctx, const mx_array *bound, const key_valu
   if (rc == MX_OK && kv->n) rc = keep_keys(p, ctx, e, kv);
   if (rc == MX_OK) rc = mx_compiled_new(ctx, &e->fn, traced_graph, e, n_out, shapeless);
   if (rc != MX_OK) {
-    entry_free(e);
+    plan_cache_entry_free(e);
     return rc;
   }
   memcpy(e->signature, sig, len * sizeof *sig);
@@ -449,7 +440,7 @@ static int compiled_for(plan *p, mx_ctx *ctx, const mx_array *bound, int n_bound
     slot = 0;
     for (int i = 1; i < p->cache_count; i++)
       if (p->cache[i]->last_use < p->cache[slot]->last_use) slot = i;
-    entry_free(p->cache[slot]);
+    plan_cache_entry_free(p->cache[slot]);
   } else {
     p->cache_count++;
   }
@@ -476,13 +467,6 @@ static int run_compiled(plan *p, mx_ctx *ctx, const mx_array *bound, int n_bound
   free(results);
   if (rc == MX_OK) atomic_fetch_add(&p->stats.compiled_runs, 1);
   return rc;
-}
-
-void plan_cache_clear(plan *p) {
-  for (int i = 0; i < p->cache_count; i++) entry_free(p->cache[i]);
-  free(p->cache);
-  p->cache = NULL;
-  p->cache_count = 0;
 }
 
 /* --- the path trial (plan.h) ----------------------------------------------------------------- */
