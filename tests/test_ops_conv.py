@@ -565,3 +565,39 @@ def test_conv_empty_input_made_up_by_pads_is_the_bias():
         assert got.shape == want.shape
         np.testing.assert_array_equal(got, want)
         np.testing.assert_array_equal(got, np.broadcast_to(b[None, :, None, None], want.shape))
+
+
+# (op, X, W, attrs, the output's spatial dims, whether ORT's CPU provider is asked: with pads,
+# or output_padding, or groups, its kernels never return on zero channels)
+NO_CHANNELS = [
+    ("Conv", (2, 0, 5, 5), (4, 0, 3, 3), {}, (3, 3), True),
+    ("Conv", (2, 0, 5, 5), (4, 0, 3, 3), dict(pads=[1, 1, 1, 1], strides=[2, 2]), (3, 3), False),
+    ("Conv", (0, 0, 5, 5), (4, 0, 3, 3), {}, (3, 3), True),
+    ("Conv", (1, 0, 6), (4, 0, 2), dict(dilations=[2]), (4,), True),
+    ("ConvTranspose", (6, 0, 20, 8), (0, 1, 1, 1), {}, (20, 8), True),
+    ("ConvTranspose", (2, 0, 4, 4), (0, 2, 3, 3), dict(strides=[2, 2], group=2), (9, 9), False),
+    ("ConvTranspose", (2, 0, 4, 4), (0, 2, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1]),
+     (7, 7), True),
+    ("ConvTranspose", (2, 0, 3), (0, 2, 2), dict(output_padding=[1], strides=[2]), (7,), False),
+]
+
+
+@pytest.mark.parametrize("op,x_shape,w_shape,attrs,spatial,ask_ort", NO_CHANNELS, ids=str)
+@pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
+def test_no_input_channels_give_the_bias(op, x_shape, w_shape, attrs, spatial, ask_ort, bias):
+    """No input channels: every output sums nothing, so it is the bias (or zero). The EP failed
+    'group is out of range' (the fuzzer found it). Compared with ORT's CPU provider without its
+    graph optimisations (its NCHWc Conv rejects zero channels) where it answers, and always with
+    the bias broadcast over the spec's output shape."""
+    b = np.arange(1, out_channels(op, w_shape, attrs) + 1, dtype=np.float32)
+    consts = {"w": np.zeros(w_shape, np.float32), "b": b}
+    m = conv_model(op, TensorProto.FLOAT, [None] * len(x_shape), w_shape, attrs, bias,
+                   consts=consts)
+    x = np.ones(x_shape, np.float32)
+    got = of.mlx_outputs(m, {"x": x})[0]
+    fill = (b if bias else np.zeros_like(b)).reshape((1, -1) + (1,) * len(spatial))
+    np.testing.assert_array_equal(got, np.broadcast_to(fill, (x_shape[0], len(b)) + spatial))
+    if ask_ort:
+        want = harness.cpu_session(m, optimize=False).run(None, {"x": x})[0]
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got, want)

@@ -130,6 +130,34 @@ def test_arg_nan_then_gather_stays_in_range():
     np.testing.assert_array_equal(harness.cpu_session(m).run(None, feeds)[0], [12, 10, 11])
 
 
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("shape,axis", [((2, 0, 3), 0), ((2, 0, 3), 2), ((0, 3), 1),
+                                        ((0, 0), 0), ((1, 0, 1), 2)])
+@pytest.mark.parametrize("keepdims", [0, 1])
+@pytest.mark.parametrize("last", [0, 1])
+def test_arg_over_empty_tensor_is_empty(op, shape, axis, keepdims, last):
+    """A zero-size dim other than the reduced axis leaves no element in the output: the answer
+    is that empty int64 tensor (MLX's argmax refused to reduce an empty array; the fuzzer found
+    it). The input's dims are left unknown, so the claim cannot see them; ORT's CPU provider
+    agrees (with these non-negative axes)."""
+    m = arg_model(op, TensorProto.FLOAT, [None] * len(shape), 13, axis=axis, keepdims=keepdims,
+                  select_last_index=last)
+    x = np.zeros(shape, np.float32)
+    got = of.mlx_outputs(m, {"x": x})[0]
+    want = harness.cpu_session(m).run(None, {"x": x})[0]
+    spec = tuple(1 if i == axis else d for i, d in enumerate(shape) if keepdims or i != axis)
+    assert got.dtype == np.int64 and got.shape == want.shape == spec and got.size == 0
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+def test_arg_over_empty_axis_with_elements_left_fails_naming_the_node(op):
+    """Reducing an empty axis while the output keeps elements: each would be an index into
+    nothing. ORT's CPU provider rejects it; so does the EP, naming the node, and the session
+    goes on."""
+    m = arg_model(op, TensorProto.FLOAT, [None, None], 13, axis=0, keepdims=0)
+    of.rejects_then_runs(m, {"x": np.zeros((0, 3), np.float32)}, {"x": TIES[0]})
+
+
 def test_arg_negative_axis_before_opset11_declined(tmp_path):
     m = arg_model("ArgMax", TensorProto.FLOAT, SHAPE, 1, axis=-1)
     oc.check_declined(m, None, "n", "negative axes arrive at opset 11", tmp_path)

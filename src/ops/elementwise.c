@@ -19,6 +19,7 @@
 #include "ops/lowbit.h"
 #include "plan/translate.h"
 
+#include <float.h>
 #include <string.h>
 
 /* --- claims ------------------------------------------------------------------------------ */
@@ -255,19 +256,29 @@ static int translate_variadic(tr_ctx *t, const ir_node *n, const op_row *r) {
   return tr_out_cast(t, 0, acc);
 }
 
-/* Clip before opset 11: `min` and `max` attributes (absent: unbounded on that side). */
+/* Clip before opset 11: `min` and `max` attributes, whose defaults are -/+3.402823e+38 (float32's
+ * range): an infinity is clamped to them, a float16 one stays (the default becomes inf). */
 static int translate_clip_attr(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)r;
-  mx_array x = tr_in(t, 0), lo = NULL, hi = NULL, y;
+  mx_array x = tr_in(t, 0), lo, hi, y;
   bool done;
   TR_TRY(op_translate_chain(t, n, &done));
   if (done) return MX_OK;
-  const ir_attr *amin = ir_find_attr(n, "min"), *amax = ir_find_attr(n, "max");
-  if (!amin && !amax) return tr_out(t, 0, x);
-  if (amin) TR_TRY(tr_scalar(t, &lo, amin->f, mx_dtype_of(x)));
-  if (amax) TR_TRY(tr_scalar(t, &hi, amax->f, mx_dtype_of(x)));
+  TR_TRY(tr_scalar(t, &lo, ir_attr_float(n, "min", -FLT_MAX), mx_dtype_of(x)));
+  TR_TRY(tr_scalar(t, &hi, ir_attr_float(n, "max", FLT_MAX), mx_dtype_of(x)));
   TR_TRY(mx_clip(t->mx, &y, x, lo, hi));
   return tr_out_cast(t, 0, y);
+}
+
+/* The bound an absent Clip min (or max) stands for from opset 11: the type's lowest (highest)
+ * value, so that -inf (+inf) is clamped to it, as the spec says and ONNX Runtime does. Integers
+ * need none: no value lies beyond their range. */
+static int clip_default(tr_ctx *t, mx_dtype d, bool upper, mx_array *out) {
+  double v = d == MX_FLOAT16 ? 65504.0 : d == MX_BFLOAT16 ? 3.3895313892515355e38
+           : d == MX_FLOAT32 ? FLT_MAX : DBL_MAX;
+  *out = NULL;
+  if (!mx_dtype_is_float(d)) return MX_OK;
+  return tr_scalar(t, out, upper ? v : -v, d);
 }
 
 /* Clip from opset 11: optional scalar inputs min and max. MLX's clip is max then min, so
@@ -286,6 +297,8 @@ static int translate_clip_inputs(tr_ctx *t, const ir_node *n, const op_row *r) {
       return tr_fail(t, "Clip %s must be a scalar", i ? "max" : "min");
     if (mx_ndim(bound[i]) == 1) TR_TRY(mx_squeeze(t->mx, &bound[i], bound[i], &axis0, 1));
   }
+  for (int i = 0; i < 2; i++)
+    if (!bound[i]) TR_TRY(clip_default(t, mx_dtype_of(x), i == 1, &bound[i]));
   if (!bound[0] && !bound[1]) return tr_out(t, 0, x);
   TR_TRY(mx_clip(t->mx, &y, x, bound[0], bound[1]));
   return tr_out_cast(t, 0, y);

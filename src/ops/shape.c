@@ -591,34 +591,79 @@ static int take_positions(tr_ctx *t, mx_array x, int axis, int lo, int out_dim, 
   return mx_take(t->mx, y, x, idx, axis);
 }
 
-/* Negative pads crop first; then constant pads with the value, and edge/reflect/wrap take
- * host-computed source positions over the cropped axis (as ONNX Runtime does). */
+static const char *pad_mode_name(int mode) {
+  return mode == MODE_EDGE ? "edge" : mode == MODE_REFLECT ? "reflect" : "wrap";
+}
+
+/* Output positions j of one axis of length dim read input position j - lo; those before the
+ * input take the left padding (L of them), those past its end the right (R), and `kept` read
+ * the input from `from`. This holds for every pad whose output length dim + lo + hi is not
+ * negative, also where a negative pad crops past the far end of the input (then every output
+ * is padding: cropping an empty axis by 1 and padding it by 2 gives one padded element, as ONNX
+ * Runtime answers). */
+typedef struct pad_axis {
+  int64_t out, left, kept, right, from;
+} pad_axis;
+
+static pad_axis plan_pad_axis(int64_t dim, int64_t lo, int64_t hi) {
+  pad_axis a;
+  a.out = dim + lo + hi;
+  a.left = lo < 0 ? 0 : lo > a.out ? a.out : lo;
+  int64_t end = dim + lo; /* output positions before it read the input or the left padding */
+  a.right = a.out - (end < 0 ? 0 : end > a.out ? a.out : end);
+  a.kept = a.out - a.left - a.right;
+  a.from = lo < 0 ? (-lo < dim ? -lo : dim) : 0;
+  return a;
+}
+
+/* Constant pads as planned above; edge/reflect/wrap crop negative pads first and then take
+ * host-computed source positions over the cropped axis (as ONNX Runtime does). An output that
+ * holds no element is that empty tensor whatever the mode (ONNX Runtime answers it too). */
 static int apply_pads(tr_ctx *t, mx_array x, const int64_t *lo, const int64_t *hi, int mode,
                       mx_array value, mx_array *out) {
   int rank = mx_ndim(x), start[MX_MAX_RANK], stop[MX_MAX_RANK], stride[MX_MAX_RANK];
-  int plo[MX_MAX_RANK], phi[MX_MAX_RANK];
-  bool crop = false, pad = false;
+  int plo[MX_MAX_RANK], phi[MX_MAX_RANK], shape[MX_MAX_RANK];
+  bool crop = false, pad = false, empty = false;
+  int far_crop = -1;
   for (int i = 0; i < rank; i++) {
     int64_t dim = mx_dim(x, i);
     /* Bounds first, so that nothing below overflows (INT64_MIN has no negation, INT64_MAX no
      * sum): a crop past the axis, or a pad beyond MLX's int32 shapes, fails as ORT fails. */
-    if (lo[i] < -dim || hi[i] < -dim || (lo[i] < 0 && hi[i] < 0 && lo[i] + hi[i] < -dim))
-      return tr_fail(t, "pads %lld and %lld of axis %d crop more than its %lld elements",
-                     (long long)lo[i], (long long)hi[i], i, (long long)dim);
     if (lo[i] > INT32_MAX || hi[i] > INT32_MAX)
       return tr_fail(t, "pads %lld and %lld of axis %d exceed MLX's shape range",
                      (long long)lo[i], (long long)hi[i], i);
-    int64_t s = lo[i] < 0 ? -lo[i] : 0, e = dim - (hi[i] < 0 ? -hi[i] : 0);
-    int64_t out_dim = (e - s) + (lo[i] > 0 ? lo[i] : 0) + (hi[i] > 0 ? hi[i] : 0);
-    if (out_dim > INT32_MAX) return tr_fail(t, "padding axis %d exceeds MLX's shape range", i);
-    start[i] = (int)s;
-    stop[i] = (int)e;
+    if (lo[i] < -4 * (int64_t)INT32_MAX || hi[i] < -4 * (int64_t)INT32_MAX ||
+        dim + lo[i] + hi[i] < 0)
+      return tr_fail(t, "pads %lld and %lld of axis %d crop more than its %lld elements",
+                     (long long)lo[i], (long long)hi[i], i, (long long)dim);
+    pad_axis a = plan_pad_axis(dim, lo[i], hi[i]);
+    if (a.out > INT32_MAX) return tr_fail(t, "padding axis %d exceeds MLX's shape range", i);
+    /* edge/reflect/wrap repeat elements of the axis, cropped first: an empty one (or, in a
+     * tensor that has elements, one cropped to nothing) has none to pad with */
+    int64_t kept = dim + (lo[i] < 0 ? lo[i] : 0) + (hi[i] < 0 ? hi[i] : 0);
+    if (mode != MODE_CONSTANT && ((dim == 0 && a.out > 0) ||
+                                  (mx_size(x) > 0 && kept <= 0 && (lo[i] > 0 || hi[i] > 0))))
+      return tr_fail(t, "%s mode cannot pad axis %d: it is empty%s", pad_mode_name(mode), i,
+                     dim ? " once cropped" : "");
+    shape[i] = (int)a.out;
+    empty = empty || a.out == 0;
+    if (mode != MODE_CONSTANT && (lo[i] < -dim || hi[i] < -dim)) far_crop = i;
+    if (mode == MODE_CONSTANT) {
+      start[i] = (int)a.from, stop[i] = (int)(a.from + a.kept);
+      plo[i] = (int)a.left, phi[i] = (int)a.right;
+    } else {
+      start[i] = lo[i] < 0 ? (int)-lo[i] : 0, stop[i] = (int)(dim - (hi[i] < 0 ? -hi[i] : 0));
+      plo[i] = lo[i] > 0 ? (int)lo[i] : 0, phi[i] = hi[i] > 0 ? (int)hi[i] : 0;
+    }
     stride[i] = 1;
-    plo[i] = lo[i] > 0 ? (int)lo[i] : 0;
-    phi[i] = hi[i] > 0 ? (int)hi[i] : 0;
-    crop = crop || s > 0 || e < dim;
+    crop = crop || start[i] > 0 || stop[i] < dim;
     pad = pad || plo[i] || phi[i];
   }
+  if (empty) return mx_full(t->mx, out, shape, rank, value);
+  if (far_crop >= 0) /* the crop that comes first would run past the axis */
+    return tr_fail(t, "pads %lld and %lld of axis %d crop more than its %d elements",
+                   (long long)lo[far_crop], (long long)hi[far_crop], far_crop,
+                   mx_dim(x, far_crop));
   if (crop) TR_TRY(mx_slice(t->mx, &x, x, start, stop, stride, rank));
   if (pad && mode == MODE_CONSTANT) {
     TR_TRY(mx_pad(t->mx, &x, x, plo, phi, rank, value));
@@ -627,8 +672,7 @@ static int apply_pads(tr_ctx *t, mx_array x, const int64_t *lo, const int64_t *h
       if (!plo[i] && !phi[i]) continue;
       int dim = mx_dim(x, i);
       if (dim == 0)
-        return tr_fail(t, "%s mode cannot pad axis %d: it is empty",
-                       mode == MODE_EDGE ? "edge" : mode == MODE_REFLECT ? "reflect" : "wrap", i);
+        return tr_fail(t, "%s mode cannot pad axis %d: it is empty", pad_mode_name(mode), i);
       if (mode == MODE_REFLECT && (plo[i] > dim - 1 || phi[i] > dim - 1))
         return tr_fail(t, "reflect pads of axis %d are %d and %d; an axis of %d allows at most %d",
                        i, plo[i], phi[i], dim, dim - 1);
