@@ -385,7 +385,7 @@ MATH_EXACT = {
     "Sum-8-one": lambda: case("Sum", X_IN, XS, opset=8),
     "Clip-12": lambda: case("Clip", X_IN, XS, opset=12,
                             inits=[("lo", np.array(-1 / 3)), ("hi", np.array(0.1))]),
-    "Clip-13-max-only": lambda: case("Clip", X_IN + [("lo", D, [])], {"x": X, "lo": np.array(
+    "Clip-13-min-only": lambda: case("Clip", X_IN + [("lo", D, [])], {"x": X, "lo": np.array(
         0.1)}, opset=13),
     "Equal-19": binary("Equal", 19, outs=[("y", B)], feeds={"x": X, "z": np.where(
         np.arange(24).reshape(2, 3, 4) % 2 == 0, X, Y)}),
@@ -456,7 +456,8 @@ MATH_CLOSE = {
 # ORT's CPU provider has no float64 kernel for these: numpy references.
 NUMPY_REF = {
     "Clip-12": lambda f: np.clip(f["x"], -1 / 3, 0.1),
-    "Clip-13-max-only": lambda f: np.maximum(f["x"], f["lo"]),
+    # an absent max is the type's highest value (spec), so +inf is clamped to it
+    "Clip-13-min-only": lambda f: np.minimum(np.maximum(f["x"], f["lo"]), np.finfo(np.float64).max),
     "LeakyRelu-16": lambda f: np.where(f["x"] < 0, f["x"] * F32(0.1), f["x"]),
     "PRelu-16": lambda f: np.where(f["x"] < 0, f["x"] * f["s"], f["x"]),
     "ThresholdedRelu-22": lambda f: np.where(f["x"] > F32(0.3), f["x"], 0.0),

@@ -25,7 +25,8 @@ int op_translate_unary(tr_ctx *t, const ir_node *n, const op_row *r) {
                    "inside a Swish: its Mul's host kernel computes it");
     else
       tr_note_path(t, TR_PATH_HOST_KERNEL, "sigmoid", 0, "host kernel (CPU)");
-  } else if (cpu_fast_has_unary(r->code) && cpu_fast_applies(t, x)) { /* MLX's CPU exp is scalar code */
+  } else if (cpu_fast_has_unary(r->code) &&
+             cpu_fast_applies(t, x)) { /* MLX's CPU exp is scalar code */
     TR_TRY(cpu_fast_unary(t, r->code, x, &y));
     tr_note_path(t, TR_PATH_COMPOSED, "fastmath", 0, "composed (CPU)");
   } else {
@@ -63,4 +64,24 @@ int op_translate_chain(tr_ctx *t, const ir_node *n, bool *done) {
   }
   *done = true;
   return tr_out_cast(t, 0, y);
+}
+
+/* Declines when a known rank exceeds what MLX arrays can hold. */
+bool op_rank_fits(const ir_value *v, const char *what, op_why why) {
+  if (v && v->rank > MX_MAX_RANK)
+    return op_decline(why, "%s has rank %d; MLX arrays hold at most %d dimensions", what, v->rank,
+                      MX_MAX_RANK);
+  return true;
+}
+
+/* Declines a shape-valued input (constant, or computed with a known length) holding more than
+ * `cap` values. Its values are read on the host at run time. */
+bool op_ints_fit(const ir_graph *g, const ir_node *n, int i, size_t cap, const char *what,
+                     op_why why) {
+  const ir_value *v = ir_input(g, n, i);
+  int64_t len = v ? ir_num_elements(v) : -1;
+  if (len > (int64_t)cap)
+    return op_decline(why, "%s has %lld entries; at most %zu are supported", what,
+                      (long long)len, cap);
+  return true;
 }

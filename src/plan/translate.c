@@ -224,3 +224,8 @@ int tr_seq_out(tr_ctx *t, int i, const mx_array *items, int count) {
   s->set = true;
   return MX_OK;
 }
+
+int tr_ints_array(tr_ctx *t, const int64_t *vals, int count, mx_dtype dtype, mx_array *out) {
+  TR_TRY(mx_from_data(t->mx, out, vals, &count, 1, MX_INT64));
+  return dtype == MX_INT64 ? MX_OK : mx_astype(t->mx, out, *out, dtype);
+}

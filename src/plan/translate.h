@@ -95,6 +95,8 @@ bool tr_has_out(tr_ctx *t, int i);
 int tr_fail(tr_ctx *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Reads an integer (int32/int64) input's values on the host into vals (cap entries). */
 int tr_host_ints(tr_ctx *t, int i, int64_t *vals, size_t cap, size_t *count);
+/* A 1-D array of count int64 values (copied), in dtype. */
+int tr_ints_array(tr_ctx *t, const int64_t *vals, int count, mx_dtype dtype, mx_array *out);
 /* Reads a float/int scalar input on the host as a double. */
 int tr_host_scalar(tr_ctx *t, int i, double *value);
 /* The value of a one-element array, evaluated and read on the host, as a double. */
