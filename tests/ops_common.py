@@ -1,4 +1,4 @@
-"""Helpers shared by the per-family operator tests (tests/test_ops_*.py), on top of the harness.
+"""Helpers shared by the per-family operator tests (tests/ops/test_*.py), on top of the harness.
 
 `check` runs one model built for a given dtype on MLX and compares it with ORT's CPU provider,
 with tolerances that loosen for float16/bfloat16. ORT's CPU provider lacks most bfloat16

@@ -3,8 +3,8 @@
 ORACLE_EXCEPTIONS: where ORT's CPU provider departs from the ONNX spec, the spec wins; each entry
 turns a mismatch (or a CPU failure) that only the oracle's fault explains into "oracle".
 
-KNOWN: EP bugs the fuzzer found that are not fixed yet. The CI slice (tests/test_fuzz_slice.py)
-skips cases they match, and `make fuzz` labels them; remove an entry with its fix. Each entry is
+KNOWN: EP bugs the fuzzer found that are not fixed yet. The CI slice
+(tests/ops/test_fuzz_slice.py) skips cases they match, and `make fuzz` labels them; remove an entry with its fix. Each entry is
 (predicate on (case, result), issue text); a predicate sees the case dict and the mode's result.
 """
 from __future__ import annotations

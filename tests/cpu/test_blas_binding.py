@@ -16,7 +16,7 @@ from onnx import helper
 
 from mlx_harness import make_model
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/: the harness
 WARNING = "MLX was loaded before this plugin"
 
 pytestmark = pytest.mark.cpu_device

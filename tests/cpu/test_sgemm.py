@@ -22,7 +22,7 @@ from onnx import helper
 import mlx_harness as harness
 from mlx_harness import check_against_cpu, make_model, rand
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/: the harness
 pytestmark = pytest.mark.cpu_device
 
 # The child's first lines: the plugin's cblas_sgemm as `f`, after a session has applied the EP's

@@ -11,7 +11,7 @@ import pytest
 from mlx_harness import check_against_cpu
 from ssm_harness import group_records, mlx_session_checked
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import hybrid_decoder as hd  # noqa: E402
 
 TINY = hd.SIZES["tiny"]

@@ -8,7 +8,7 @@ machine also compiles those kernels with g++ (a few minutes)."""
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 
 from fuzz import case as C  # noqa: E402

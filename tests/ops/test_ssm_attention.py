@@ -402,7 +402,7 @@ def test_refused_by_ort_first(monkeypatch, kw, ort_text):
 
 # --- compiled (keyed) with windows, chained into CausalConvWithState -----------------------------
 def test_windows_compile_keyed_without_fallback():
-    from test_ops_ssm_conv import conv_ref
+    from test_ssm_conv import conv_ref
     la = la_model(window=3, shapes={"q": ["B", "T", 8], "k": ["B", "T", 8], "v": ["B", "T", 6],
                                     "decay": ["B", "T", 2], "beta": ["B", "T", 2],
                                     "past": [3, "B", 2, 4, 3]})

@@ -4,7 +4,7 @@ Gather, GatherElements and GatherND (axes, batch_dims, int32/int64 and negative 
 dtype), OneHot (wrapping, all-off rows, every values type) and the host-evaluated Compress,
 NonZero and Unique (data-dependent shapes, eager; a constant Compress condition compiles keyed).
 An out-of-range Gather/GatherElements/GatherND index fails the run naming the node and leaves the
-session usable. Scatters are in test_ops_scatter.py."""
+session usable. Scatters are in test_scatter.py."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper

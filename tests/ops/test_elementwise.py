@@ -243,7 +243,7 @@ def test_add_opset6_declined(tmp_path):
 
 @pytest.mark.cpu_device
 def test_float64_mul_runs_on_mlx():
-    """float64 arithmetic is claimed on the CPU device (tests/test_ops_float64.py has the rest)."""
+    """float64 arithmetic is claimed on the CPU device (tests/ops/test_float64.py has the rest)."""
     a = harness.rand((2, 3)).astype(np.float64)
     b = harness.rand((3,), seed=1).astype(np.float64)
     m = binary("Mul", TensorProto.DOUBLE, a, b)

@@ -13,7 +13,7 @@ from onnx import helper
 
 from mlx_harness import counts, make_model, run_recorded
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def elementwise_chain():
@@ -83,7 +83,7 @@ def test_first_run_in_a_fresh_thread_is_the_only_trace(env):
 # --- the path trial -------------------------------------------------------------------------------
 def trial_runs():
     """PLAN_TRIAL_RUNS, read from src/plan/plan.h (its one home)."""
-    with open(os.path.join(HERE, "..", "src", "plan", "plan.h")) as f:
+    with open(os.path.join(ROOT, "src", "plan", "plan.h")) as f:
         return int(re.search(r"PLAN_TRIAL_RUNS = (\d+)", f.read()).group(1))
 
 

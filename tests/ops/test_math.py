@@ -162,7 +162,7 @@ def test_gemm_then_matmul_chain():
 def test_compiled_shapeless_matmul_gemm():
     """MatMul (batch and 1-D operands) and Gemm in one compiled function, two batch sizes. The
     2-D weight is fed: a constant one would be packed for the CPU device's host kernel, which
-    compiles keyed on shapes (tests/test_host_math.py)."""
+    compiles keyed on shapes (tests/cpu/test_host_math.py)."""
     w = harness.rand((8, 6), seed=1)
     v = harness.rand((6,), seed=2)
     b = harness.rand((6, 5), seed=3)

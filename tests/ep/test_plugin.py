@@ -12,7 +12,7 @@ from onnx import TensorProto as TP
 from onnx import helper
 
 import onnxruntime_ep_mlx as mlx
-from mlx_harness import check_against_cpu, make_model, mlx_session
+from mlx_harness import TESTS, check_against_cpu, make_model, mlx_session
 
 
 def add_model():
@@ -86,7 +86,7 @@ def test_cpu_buffer_cache_is_raised_never_lowered(tmp_path):
             "    s = mlx_session(%r, provider_options=dict(opts, stats_file=rec, device='cpu'))\n"
             "    s.run(None, {'a': np.ones((2, 3), np.float32), 'b': np.ones(3, np.float32)})\n"
             "    del s\n"
-            % (os.path.dirname(__file__), option_sets, records, str(model)))
+            % (TESTS, option_sets, records, str(model)))
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr[-2000:]
         return [json.loads(open(rec).read())["cpu_cache_limit_mb"] for rec in records]
@@ -115,7 +115,7 @@ def test_verbose_prints_partition_report_and_session_summary(tmp_path):
         "from mlx_harness import mlx_session\n"
         "s = mlx_session(%r)\n"
         "s.run(None, {'a': np.ones((2, 3), np.float32), 'b': np.ones(3, np.float32)})\n"
-        "del s\n" % (os.path.dirname(__file__), str(model)))
+        "del s\n" % (TESTS, str(model)))
     env = dict(os.environ, ONNXRUNTIME_EP_MLX_VERBOSE="1")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr

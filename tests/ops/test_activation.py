@@ -50,7 +50,7 @@ def test_relu_ints_without_ort_kernel(dtype):
 
 
 def test_sigmoid_float64_declined(tmp_path):
-    """Relu is claimed in float64 (tests/test_ops_float64.py); Sigmoid, which MLX computes in
+    """Relu is claimed in float64 (tests/ops/test_float64.py); Sigmoid, which MLX computes in
     float32 precision, is not."""
     x = X.astype(np.float64)
     m = unary_model("Sigmoid", TensorProto.DOUBLE, x.shape, 13)

@@ -472,7 +472,7 @@ def test_declines_blocked_scale_of_wrong_length(tmp_path):
 
 
 def test_declines_float8e8m0_scale(tmp_path):
-    """Float8/4-bit/2-bit values are carried (tests/test_ops_lowbit.py); a float8e8m0 scale is
+    """Float8/4-bit/2-bit values are carried (tests/ops/test_lowbit.py); a float8e8m0 scale is
     not translated."""
     m = qdq_model("DequantizeLinear", 25, TP.INT8, (4,), TP.FLOAT8E8M0, (), TP.INT8, TP.FLOAT,
                   output_dtype=TP.FLOAT)

@@ -17,7 +17,7 @@ from onnx import helper
 
 from mlx_harness import make_model
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/: the harness
 HAS_AVX2 = all(f in open("/proc/cpuinfo").read().split() for f in ("avx2", "fma", "f16c")) \
     if os.path.exists("/proc/cpuinfo") else False
 

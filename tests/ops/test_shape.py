@@ -4,7 +4,7 @@ ReverseSequence over every MLX dtype, the opset versions where their semantics c
 axes, symbolic (dynamic) dims and shape inputs that are constant or computed at run time. Each
 model is proven to run on MLX and compared with ORT's CPU provider (bfloat16 against the float32
 model, see ops_common; dtypes ORT lacks kernels for through ops_common.check_wide). Pad and
-CenterCropPad are in test_ops_pad.py."""
+CenterCropPad are in test_pad.py."""
 import json
 
 import ml_dtypes
@@ -422,7 +422,7 @@ def test_cast_to_bfloat16(src):
 @pytest.mark.parametrize("to", [TensorProto.STRING], ids=["string"])
 def test_cast_to_types_mlx_lacks_declined(to, tmp_path):
     """The generic boundary check declines them; ORT's CPU provider runs the Cast (compared as
-    strings). Float8/int4/float4/int2 are carried instead: tests/test_ops_lowbit.py."""
+    strings). Float8/int4/float4/int2 are carried instead: tests/ops/test_lowbit.py."""
     x = harness.rand((2, 3))
     m = one("Cast", [("x", TensorProto.FLOAT, [2, 3])], {"to": to}, out_elem=to)
     s = harness.mlx_session(m, allow_cpu=True, provider_options={

@@ -16,10 +16,10 @@ from onnx import helper
 import onnxruntime_ep_mlx as mlx
 from mlx_harness import make_model
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 import fault_walk  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 
 
 def small_model():
@@ -94,7 +94,7 @@ def test_failure_paths_and_teardown_leave_no_bridge_object_alive(tmp_path):
     stats = tmp_path / "stats.json"
     code = textwrap.dedent(f"""
         import gc, sys, numpy as np, onnxruntime as ort
-        sys.path.insert(0, {os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools")!r})
+        sys.path.insert(0, {os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")!r})
         import fault_walk, onnxruntime_ep_mlx as mlx
         model = open({str(model)!r}, "rb").read()
         feeds = {{"x": np.ones((1, 3, 6, 6), np.float32)}}

@@ -23,7 +23,7 @@ from onnx import helper
 import mlx_harness as harness
 from mlx_harness import host, make_model, node_path, node_paths, rand
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/: the harness
 KERNEL = {"Softmax": "softmax", "LayerNormalization": "layer_norm", "Erf": "erf",
           "Sigmoid": "sigmoid"}  # the host kernel each op's node 'n' takes
 pytestmark = pytest.mark.cpu_device
@@ -200,7 +200,7 @@ def test_switched_off_composes_and_agrees(tmp_path):
         outs[mode] = np.load(out)
     on, off = [[outs[m][k] for k in outs[m].files] for m in ("on", "off")]
     np.testing.assert_allclose(on[0], off[0], rtol=2e-6, atol=1e-9)  # softmax: sums reordered
-    # erf: two approximations, each within 2.4e-7 relative of float64 (test_ops_elementwise.py)
+    # erf: two approximations, each within 2.4e-7 relative of float64 (test_elementwise.py)
     np.testing.assert_allclose(on[1], off[1], rtol=4.8e-7, atol=1e-30)
     np.testing.assert_allclose(on[2], off[2], rtol=2e-6, atol=1e-6)  # layer norm: MLX's kernel
 

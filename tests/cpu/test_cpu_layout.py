@@ -21,7 +21,7 @@ from onnx import helper, numpy_helper
 
 from mlx_harness import make_model
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/: the harness
 pytestmark = pytest.mark.cpu_device
 
 
