@@ -1,0 +1,163 @@
+"""The operators exported decoder LLMs are made of (com.microsoft, and ORT's ai.onnx
+SimplifiedLayerNormalization): each against ORT's CPU provider with proof that the node ran on
+MLX (no CPU fallback), in float32 and float16, plus the forms the EP declines with the reason
+its partition report gives."""
+import numpy as np
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper
+
+from mlx_harness import check_against_cpu, make_model
+from ssm_harness import MS, declines
+
+F, H16 = TP.FLOAT, TP.FLOAT16
+NP = {F: np.float32, H16: np.float16}
+
+
+# --- MatMulNBits ---------------------------------------------------------------------------
+def quantize(n, k, bits, bs, zp_form, dtype, seed=0):
+    """Random B in ORT's MatMulNBits layout: (B bytes [N, blocks, blob], scales [N * blocks],
+    zero points (packed uint8, float or None), the dequantized weight [N, K] in float64)."""
+    r = np.random.default_rng(seed)
+    blocks = -(-k // bs)
+    kpad = blocks * bs
+    q = r.integers(0, 1 << bits, size=(n, kpad)).astype(np.uint8)
+    scales = (r.random((n, blocks)) * 0.02 + 0.005).astype(NP[dtype])
+    per = 8 // bits  # values per byte, the first in the lowest bits
+    packed = np.zeros((n, kpad // per), np.uint8)
+    for j in range(per):
+        packed |= (q[:, j::per] << (j * bits)).astype(np.uint8)
+    b = packed.reshape(n, blocks, bs * bits // 8)
+    if zp_form is None:
+        zp_vals, zp = np.full((n, blocks), 1 << (bits - 1), np.float64), None
+    elif zp_form == "uint8":
+        zq = r.integers(0, 1 << bits, size=(n, blocks)).astype(np.uint8)
+        zp_vals = zq.astype(np.float64)
+        if bits == 4:
+            if blocks % 2:
+                zq = np.concatenate([zq, np.zeros((n, 1), np.uint8)], axis=1)
+            zp = (zq[:, 0::2] | (zq[:, 1::2] << 4)).astype(np.uint8).reshape(-1)
+        else:
+            zp = zq.reshape(-1)
+    else:
+        zp = (r.random((n, blocks)) * ((1 << bits) - 1)).astype(NP[dtype])
+        zp_vals = zp.astype(np.float64)
+        zp = zp.reshape(-1)
+    w = (q.astype(np.float64) - np.repeat(zp_vals, bs, axis=1)) * np.repeat(
+        scales.astype(np.float64), bs, axis=1)
+    return b, scales.reshape(-1), zp, w[:, :k]
+
+
+def mnb_model(a_shape, n, k, bits=4, bs=32, zp_form="uint8", dtype=F, bias=False, g_idx=None,
+              seed=0, **attrs):
+    b, scales, zp, w = quantize(n, k, bits, bs, zp_form, dtype, seed)
+    inits = [("B", b), ("scales", scales)]
+    names = ["A", "B", "scales", "", "", ""]
+    if zp is not None:
+        inits.append(("zp", zp))
+        names[3] = "zp"
+    if g_idx is not None:
+        inits.append(("g_idx", np.asarray(g_idx, np.int32)))
+        names[4] = "g_idx"
+    if bias:
+        inits.append(("bias", (np.random.default_rng(seed + 1).standard_normal(n) * 0.1)
+                      .astype(NP[dtype])))
+        names[5] = "bias"
+    while names[-1] == "":
+        names.pop()
+    node = helper.make_node("MatMulNBits", names, ["Y"], name="mnb", domain="com.microsoft",
+                            K=k, N=n, bits=bits, block_size=bs,
+                            **{"accuracy_level": 0, **attrs})
+    model = make_model([node], [("A", dtype, a_shape)], [("Y", dtype, None)], inits, opset=21,
+                       domains=MS)
+    return model, w
+
+
+def feeds_a(shape, dtype, seed=3):
+    return {"A": np.random.default_rng(seed).standard_normal(shape).astype(NP[dtype])}
+
+
+def run_mnb(model, feeds, dtype):
+    tol = dict(rtol=2e-4, atol=2e-4) if dtype == F else dict(rtol=1e-2, atol=1e-2)
+    got, ref, _ = check_against_cpu(model, feeds, **tol)
+    err = float(np.max(np.abs(got[0].astype(np.float64) - ref[0].astype(np.float64))))
+    return got[0], ref[0], err
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("bs", [16, 32, 64, 128, 256])
+@pytest.mark.parametrize("zp_form", [None, "uint8", "float"])
+def test_matmulnbits_forms(bits, bs, zp_form):
+    model, w = mnb_model([5, 896], 96, 896, bits, bs, zp_form)
+    f = feeds_a([5, 896], F)
+    if bits == 8 and zp_form == "float":  # ORT's CPU kernel has no such form: NumPy alone
+        from mlx_harness import run_on_mlx
+        got, placed = run_on_mlx(model, f)
+        assert placed["mnb"] == "MLXExecutionProvider"
+        got = got[0]
+    else:
+        got, _, _ = run_mnb(model, f, F)
+    # and against the dequantized weight in float64, so a layout mistake shared with ORT's
+    # reading could not pass
+    want = f["A"].astype(np.float64) @ w.T
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("k", [900, 1000, 40])
+@pytest.mark.parametrize("bits,bs", [(4, 32), (4, 256), (8, 64), (4, 16)])
+def test_matmulnbits_k_not_multiple_of_block(k, bits, bs):
+    model, w = mnb_model([3, k], 64, k, bits, bs, "uint8", bias=True)
+    run_mnb(model, feeds_a([3, k], F), F)
+
+
+@pytest.mark.parametrize("dtype", [F, H16])
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("zp_form", [None, "uint8", "float"])
+def test_matmulnbits_rank3_realistic(dtype, bias, zp_form):
+    """A Qwen2.5-0.5B projection (896 x 896, int4, block 32) on a rank-3 activation."""
+    model, _ = mnb_model([2, 7, 896], 896, 896, 4, 32, zp_form, dtype, bias=bias)
+    run_mnb(model, feeds_a([2, 7, 896], dtype), dtype)
+
+
+def test_matmulnbits_decode_step_and_trivial_g_idx():
+    k, bs = 256, 64
+    for zp_form in (None, "float"):
+        model, _ = mnb_model([1, 1, k], 128, k, 4, bs, zp_form, g_idx=np.arange(k) // bs,
+                             bias=True)
+        run_mnb(model, feeds_a([1, 1, k], F), F)
+
+
+@pytest.mark.parametrize("level", [1, 2, 3, 4])
+def test_matmulnbits_any_accuracy_level_claimed(level):
+    """A lower accuracy level is a permission: the EP computes as level 0 does (compared with a
+    level-0 reference, since ORT's level-4 kernel quantizes A)."""
+    model, _ = mnb_model([4, 256], 64, 256, 4, 32, "uint8", accuracy_level=level)
+    ref_model, _ = mnb_model([4, 256], 64, 256, 4, 32, "uint8", accuracy_level=0)
+    from mlx_harness import cpu_session, run_on_mlx
+    f = feeds_a([4, 256], F)
+    got, placed = run_on_mlx(model, f)
+    assert placed["mnb"] == "MLXExecutionProvider"
+    ref = cpu_session(ref_model).run(None, f)
+    np.testing.assert_allclose(got[0], ref[0], rtol=2e-4, atol=2e-4)
+
+
+def test_matmulnbits_declines():
+    k = 128
+    cases = {
+        "bits": (dict(bits=2), "bits 2"),
+        "g_idx": (dict(g_idx=np.arange(k)[::-1] // 32, zp_form=None), "act-order"),
+        "g_idx_zp": (dict(g_idx=np.arange(k) // 32), "ignores those zero points"),
+        "block": (dict(bs=512), "block_size 512"),
+        "prepacked": (dict(weight_prepacked=1), "weight_prepacked 1"),
+    }
+    for what, (kw, words) in cases.items():
+        model, _ = mnb_model([2, k], 32, k, **{"bs": 32, **kw})
+        reason = declines(model).get("mnb", "")
+        assert words in reason, (what, reason)
+    # B fed at run time
+    model, _ = mnb_model([2, k], 32, k)
+    g = model.graph
+    b = [i for i in g.initializer if i.name == "B"][0]
+    g.initializer.remove(b)
+    g.input.append(helper.make_tensor_value_info("B", TP.UINT8, list(b.dims)))
+    assert "B is not a constant initializer" in declines(model).get("mnb", "")
