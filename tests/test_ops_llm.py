@@ -161,3 +161,84 @@ def test_matmulnbits_declines():
     g.initializer.remove(b)
     g.input.append(helper.make_tensor_value_info("B", TP.UINT8, list(b.dims)))
     assert "B is not a constant initializer" in declines(model).get("mnb", "")
+
+
+# --- SimplifiedLayerNormalization, SkipSimplifiedLayerNormalization, SkipLayerNormalization -
+def rnd(shape, dtype, seed):
+    return np.random.default_rng(seed).standard_normal(shape).astype(NP[dtype])
+
+
+def norm_tol(dtype):
+    return dict(rtol=1e-4, atol=1e-4) if dtype == F else dict(rtol=5e-3, atol=5e-3)
+
+
+@pytest.mark.parametrize("dtype", [F, H16])
+@pytest.mark.parametrize("axis,scale_shape,inv", [(-1, [64], False), (-1, [64], True),
+                                                  (1, [5, 64], True), (2, [64], False)])
+def test_simplified_layer_norm(dtype, axis, scale_shape, inv):
+    x_shape = [2, 5, 64]
+    outs = ["Y", "inv"] if inv else ["Y"]
+    node = helper.make_node("SimplifiedLayerNormalization", ["X", "scale"], outs, name="sln",
+                            axis=axis, epsilon=1e-6)
+    model = make_model([node], [("X", dtype, x_shape)],
+                       [("Y", dtype, None)] + ([("inv", F, None)] if inv else []),
+                       [("scale", rnd(scale_shape, dtype, 1))], opset=17)
+    check_against_cpu(model, {"X": rnd(x_shape, dtype, 0) * 3}, **norm_tol(dtype))
+
+
+def skip_model(op, x_shape, skip_shape, dtype, bias, beta, outs, seed=0):
+    h = x_shape[-1]
+    names = ["input", "skip", "gamma"]
+    inits = [("gamma", rnd([h], dtype, seed + 2))]
+    if op == "SkipLayerNormalization":
+        names.append("beta" if beta else "")
+        if beta:
+            inits.append(("beta", rnd([h], dtype, seed + 3)))
+    if bias:
+        names.append("bias")
+        inits.append(("bias", rnd([h], dtype, seed + 4)))
+    while names[-1] == "":
+        names.pop()
+    out_names = ["output", "mean", "inv_std_var", "input_skip_bias_sum"]
+    node_outs = [o if o in outs else "" for o in out_names]
+    while node_outs[-1] == "":
+        node_outs.pop()
+    types = {"output": dtype, "mean": F, "inv_std_var": F, "input_skip_bias_sum": dtype}
+    node = helper.make_node(op, names, node_outs, name="skipnorm", domain="com.microsoft",
+                            epsilon=1e-6)
+    model = make_model([node], [("input", dtype, x_shape), ("skip", dtype, skip_shape)],
+                       [(o, types[o], None) for o in node_outs if o], inits, opset=17,
+                       domains=MS)
+    feeds = {"input": rnd(x_shape, dtype, seed), "skip": rnd(skip_shape, dtype, seed + 1)}
+    return model, feeds
+
+
+ALL_OUTS = ("output", "mean", "inv_std_var", "input_skip_bias_sum")
+
+
+@pytest.mark.parametrize("op", ["SkipSimplifiedLayerNormalization", "SkipLayerNormalization"])
+@pytest.mark.parametrize("dtype", [F, H16])
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("outs", [("output",), ("output", "input_skip_bias_sum"), ALL_OUTS])
+def test_skip_norms(op, dtype, bias, outs):
+    model, feeds = skip_model(op, [2, 7, 96], [2, 7, 96], dtype, bias, True, outs)
+    check_against_cpu(model, feeds, **norm_tol(dtype))
+
+
+@pytest.mark.parametrize("op", ["SkipSimplifiedLayerNormalization", "SkipLayerNormalization"])
+@pytest.mark.parametrize("x_shape,skip_shape", [([2, 7, 96], [1, 7, 96]),
+                                                ([2, 7, 96], [7, 96]), ([7, 96], [7, 96])])
+def test_skip_norms_shapes(op, x_shape, skip_shape):
+    model, feeds = skip_model(op, x_shape, skip_shape, F, True, False, ALL_OUTS)
+    check_against_cpu(model, feeds, **norm_tol(F))
+
+
+def test_norm_declines():
+    node = helper.make_node("SimplifiedLayerNormalization", ["X", "scale"], ["Y"], name="sln",
+                            stash_type=0)
+    model = make_model([node], [("X", F, [2, 8])], [("Y", F, None)],
+                       [("scale", rnd([8], F, 1))], opset=17)
+    assert "stash_type 0" in declines(model).get("sln", "")
+    model, _ = skip_model("SkipSimplifiedLayerNormalization", [2, 3, 4, 8], [2, 3, 4, 8], F,
+                          False, False, ("output",))
+    assert "rank 4" in declines(model).get("skipnorm", "")
