@@ -242,3 +242,52 @@ def test_norm_declines():
     model, _ = skip_model("SkipSimplifiedLayerNormalization", [2, 3, 4, 8], [2, 3, 4, 8], F,
                           False, False, ("output",))
     assert "rank 4" in declines(model).get("skipnorm", "")
+
+
+# --- RotaryEmbedding (com.microsoft) --------------------------------------------------------
+def rope_model(x_shape, dtype, max_pos=64, half=8, pos="bs", interleaved=0, seed=0, **attrs):
+    b, s = x_shape[0], x_shape[2] if len(x_shape) == 4 else x_shape[1]
+    r = np.random.default_rng(seed)
+    ang = r.random((max_pos, half)) * 6.0
+    inits = [("cos", np.cos(ang).astype(NP[dtype])), ("sin", np.sin(ang).astype(NP[dtype]))]
+    pos_shape = [b, s] if pos == "bs" else [1]
+    node = helper.make_node("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"], name="rope",
+                            domain="com.microsoft", interleaved=interleaved, **attrs)
+    model = make_model([node], [("x", dtype, x_shape), ("pos", TP.INT64, pos_shape)],
+                       [("y", dtype, None)], inits, opset=17, domains=MS)
+    if pos == "bs":
+        p = r.integers(0, max_pos - s, size=(b, 1)) + np.arange(s)[None, :]
+    else:
+        p = np.array([5])
+    return model, {"x": rnd(x_shape, dtype, seed + 1), "pos": p.astype(np.int64)}
+
+
+def rope_tol(dtype):
+    return dict(rtol=1e-5, atol=1e-5) if dtype == F else dict(rtol=2e-3, atol=4e-3)
+
+
+@pytest.mark.parametrize("dtype", [F, H16])
+@pytest.mark.parametrize("interleaved", [0, 1])
+@pytest.mark.parametrize("pos", ["bs", "offset"])
+@pytest.mark.parametrize("layout", ["3d", "4d"])
+def test_rotary_embedding(dtype, interleaved, pos, layout):
+    shape = [2, 5, 4 * 16] if layout == "3d" else [2, 4, 5, 16]
+    model, feeds = rope_model(shape, dtype, half=8, pos=pos, interleaved=interleaved)
+    check_against_cpu(model, feeds, **rope_tol(dtype))
+
+
+@pytest.mark.parametrize("interleaved", [0, 1])
+@pytest.mark.parametrize("layout", ["3d", "4d"])
+def test_rotary_embedding_partial(interleaved, layout):
+    """Phi-style partial rotary: 32 of each head's 64 values rotate, the rest pass through."""
+    shape = [1, 6, 3 * 64] if layout == "3d" else [1, 3, 6, 64]
+    model, feeds = rope_model(shape, F, half=16, interleaved=interleaved,
+                              rotary_embedding_dim=32, num_heads=3)
+    got, ref, _ = check_against_cpu(model, feeds, **rope_tol(F))
+
+
+def test_rotary_embedding_declines():
+    model, _ = rope_model([1, 4, 32], F, is_packed_batching=1)
+    assert "is_packed_batching 1" in declines(model).get("rope", "")
+    model, _ = rope_model([1, 4, 32], F, rotary_embedding_dim=8)
+    assert "needs num_heads" in declines(model).get("rope", "")
