@@ -291,3 +291,141 @@ def test_rotary_embedding_declines():
     assert "is_packed_batching 1" in declines(model).get("rope", "")
     model, _ = rope_model([1, 4, 32], F, rotary_embedding_dim=8)
     assert "needs num_heads" in declines(model).get("rope", "")
+
+
+# --- GroupQueryAttention (com.microsoft) ----------------------------------------------------
+def gqa_model(s=1, past=0, nq=4, nkv=2, h=32, dtype=F, packed=False, rotary=False,
+              rot_half=None, interleaved=0, with_past=True, batch=1, extra_inputs=(), seed=0,
+              **attrs):
+    r = np.random.default_rng(seed)
+    total = past + s
+    names = ["query", "key", "value", "past_key", "past_value", "seqlens_k", "total_len"]
+    qw = (nq + 2 * nkv) * h if packed else nq * h
+    ins = [("query", dtype, [batch, s, qw])]
+    feeds = {"query": r.standard_normal((batch, s, qw)).astype(NP[dtype])}
+    if packed:
+        names[1] = names[2] = ""
+    else:
+        for nm in ("key", "value"):
+            ins.append((nm, dtype, [batch, s, nkv * h]))
+            feeds[nm] = r.standard_normal((batch, s, nkv * h)).astype(NP[dtype])
+    if with_past:
+        for nm in ("past_key", "past_value"):
+            ins.append((nm, dtype, [batch, nkv, past, h]))
+            feeds[nm] = r.standard_normal((batch, nkv, past, h)).astype(NP[dtype])
+    else:
+        names[3] = names[4] = ""
+    ins += [("seqlens_k", TP.INT32, [batch]), ("total_len", TP.INT32, [])]
+    feeds["seqlens_k"] = np.full([batch], total - 1, np.int32)
+    feeds["total_len"] = np.array(total, np.int32)
+    inits = []
+    if rotary:
+        half = rot_half or h // 2
+        ang = r.random((64, half)) * 6.0
+        inits = [("cos", np.cos(ang).astype(NP[dtype])), ("sin", np.sin(ang).astype(NP[dtype]))]
+        names += ["cos", "sin"]
+        attrs.update(do_rotary=1, rotary_interleaved=interleaved)
+    for idx, (nm, shape) in extra_inputs:
+        while len(names) < idx:
+            names.append("")
+        names.append(nm)
+        ins.append((nm, dtype, shape))
+        feeds[nm] = r.standard_normal(shape).astype(NP[dtype])
+    node = helper.make_node("GroupQueryAttention", names, ["out", "present_key", "present_value"],
+                            name="gqa", domain="com.microsoft", num_heads=nq, kv_num_heads=nkv,
+                            **attrs)
+    model = make_model([node], ins, [("out", dtype, None), ("present_key", dtype, None),
+                                     ("present_value", dtype, None)], inits, opset=17,
+                       domains=MS)
+    return model, feeds
+
+
+def gqa_tol(dtype):
+    return dict(rtol=1e-4, atol=1e-4) if dtype == F else dict(rtol=5e-3, atol=5e-3)
+
+
+@pytest.mark.parametrize("dtype", [F, H16])
+@pytest.mark.parametrize("s,past", [(7, 0), (1, 9), (4, 5), (1, 0)])
+@pytest.mark.parametrize("packed", [False, True])
+def test_gqa_growing_past(dtype, s, past, packed):
+    model, feeds = gqa_model(s=s, past=past, dtype=dtype, packed=packed)
+    check_against_cpu(model, feeds, **gqa_tol(dtype))
+
+
+@pytest.mark.parametrize("interleaved", [0, 1])
+@pytest.mark.parametrize("s,past", [(6, 0), (1, 6), (3, 4)])
+@pytest.mark.parametrize("rot_half", [None, 8])
+def test_gqa_rotary(interleaved, s, past, rot_half):
+    model, feeds = gqa_model(s=s, past=past, h=32, rotary=True, rot_half=rot_half,
+                             interleaved=interleaved, packed=past == 6)
+    check_against_cpu(model, feeds, **gqa_tol(F))
+
+
+@pytest.mark.parametrize("dtype", [F, H16])
+def test_gqa_qwen_shaped_decode(dtype):
+    """Qwen2.5-0.5B's attention: 14 query heads over 2 KV heads of 64, rotary, packed QKV."""
+    model, feeds = gqa_model(s=1, past=20, nq=14, nkv=2, h=64, dtype=dtype, packed=True,
+                             rotary=True)
+    check_against_cpu(model, feeds, **gqa_tol(dtype))
+
+
+def test_gqa_no_past_inputs_and_scale():
+    model, feeds = gqa_model(s=5, with_past=False, scale=0.1)
+    check_against_cpu(model, feeds, **gqa_tol(F))
+
+
+def test_gqa_declines():
+    cases = [
+        (dict(local_window_size=4), "local_window_size 4"),
+        (dict(softcap=30.0), "softcap 30"),
+        (dict(smooth_softmax=1), "smooth_softmax"),
+        (dict(batch=2), "batch 2"),
+        (dict(extra_inputs=[(10, ("bias", [1, 4, 1, 1]))]), "attention_bias"),
+    ]
+    for kw, words in cases:
+        model, _ = gqa_model(s=1, past=3, **kw)
+        reason = declines(model).get("gqa", "")
+        assert words in reason, (kw, reason)
+
+
+def symbolic(model, dims):
+    """model with input dims renamed to symbols: {input name: {axis: symbol}}."""
+    for i in model.graph.input:
+        for axis, sym in dims.get(i.name, {}).items():
+            d = i.type.tensor_type.shape.dim[axis]
+            d.ClearField("dim_value")
+            d.dim_param = sym
+    return model
+
+
+def test_gqa_decode_steps_one_session():
+    """A prefill then decode steps through one session (dynamic S and past), the present of
+    each step fed back as the next past, step by step against ORT's CPU provider."""
+    from mlx_harness import cpu_session, mlx_session
+    nq, nkv, h = 4, 2, 32
+    model, _ = gqa_model(s=5, past=0, nq=nq, nkv=nkv, h=h, packed=True, rotary=True)
+    model = symbolic(model, {"query": {1: "s"}, "past_key": {2: "p"}, "past_value": {2: "p"}})
+    mlx, cpu = mlx_session(model), cpu_session(model)
+    r = np.random.default_rng(7)
+    past_k = past_v = np.zeros((1, nkv, 0, h), np.float32)
+    for s in (5, 1, 1, 1, 3, 1):
+        total = past_k.shape[2] + s
+        feeds = {"query": r.standard_normal((1, s, (nq + 2 * nkv) * h)).astype(np.float32),
+                 "past_key": past_k, "past_value": past_v,
+                 "seqlens_k": np.array([total - 1], np.int32),
+                 "total_len": np.array(total, np.int32)}
+        got, ref = mlx.run(None, feeds), cpu.run(None, feeds)
+        for g, w in zip(got, ref):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+        past_k, past_v = ref[1], ref[2]
+
+
+def test_gqa_shared_buffer_fails_at_run_time():
+    """seqlens_k that disagrees with the shapes (the shared-buffer convention, where past holds
+    the whole capacity) is refused when the node runs, not answered wrongly."""
+    from mlx_harness import mlx_session
+    model, feeds = gqa_model(s=1, past=8)
+    feeds["seqlens_k"] = np.array([4], np.int32)
+    feeds["total_len"] = np.array(5, np.int32)
+    with pytest.raises(Exception, match="growing-past"):
+        mlx_session(model).run(None, feeds)

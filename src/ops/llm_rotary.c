@@ -131,7 +131,8 @@ static int translate_rotary(tr_ctx *t, const ir_node *n, const op_row *r) {
   int rank = mx_ndim(x);
   if (rank != 3 && rank != 4) return tr_fail(t, "RotaryEmbedding input must be 3-D or 4-D");
   if (mx_ndim(cosc) != 2) return tr_fail(t, "cos_cache and sin_cache must be 2-D");
-  int rot = (int)ir_attr_int(n, "rotary_embedding_dim", 0), nh = (int)ir_attr_int(n, "num_heads", 0);
+  int rot = (int)ir_attr_int(n, "rotary_embedding_dim", 0);
+  int nh = (int)ir_attr_int(n, "num_heads", 0);
   int b = mx_dim(x, 0), s = mx_dim(x, rank == 4 ? 2 : 1);
   int hidden = rank == 4 ? mx_dim(x, 1) * mx_dim(x, 3) : mx_dim(x, 2);
   int head = rot == 0 ? 2 * mx_dim(cosc, 1) : hidden / nh;
