@@ -8,7 +8,7 @@ from onnx import TensorProto as TP
 from onnx import helper
 
 from mlx_harness import check_against_cpu, make_model
-from ssm_harness import MS, declines
+from ssm_harness import BF16, MS, declines, f32, run_mlx
 
 F, H16 = TP.FLOAT, TP.FLOAT16
 NP = {F: np.float32, H16: np.float16}
@@ -429,3 +429,41 @@ def test_gqa_shared_buffer_fails_at_run_time():
     feeds["total_len"] = np.array(5, np.int32)
     with pytest.raises(Exception, match="growing-past"):
         mlx_session(model).run(None, feeds)
+
+
+# --- bfloat16 (ORT's CPU provider has no kernels: the float32 model's answer is the reference) -
+def _bf16_case(kind):
+    BF = TP.BFLOAT16
+    NP[BF] = BF16
+    if kind == "sln":
+        mk = lambda dt: (make_model(  # noqa: E731
+            [helper.make_node("SimplifiedLayerNormalization", ["X", "scale"], ["Y"], name="sln")],
+            [("X", dt, [2, 5, 64])], [("Y", dt, None)], [("scale", rnd([64], dt, 1))],
+            opset=17), {"X": rnd([2, 5, 64], dt, 0)})
+    elif kind == "skip":
+        mk = lambda dt: skip_model("SkipSimplifiedLayerNormalization", [2, 7, 96],  # noqa: E731
+                                   [2, 7, 96], dt, True, False,
+                                   ("output", "input_skip_bias_sum"))
+    elif kind == "skipln":
+        mk = lambda dt: skip_model("SkipLayerNormalization", [2, 7, 96], [2, 7, 96], dt,  # noqa
+                                   True, True, ("output",))
+    else:
+        mk = lambda dt: rope_model([2, 5, 64], dt, half=8, interleaved=1)  # noqa: E731
+    return mk(F), mk(BF)
+
+
+@pytest.mark.parametrize("kind", ["sln", "skip", "skipln", "rope"])
+def test_llm_bfloat16(kind):
+    from mlx_harness import cpu_session
+    (m32, f32_feeds), (m16, f16_feeds) = _bf16_case(kind)
+    got = run_mlx(m16, f16_feeds)
+    # the reference sees the same (bfloat16-rounded) inputs and weights, in float32
+    from onnx import numpy_helper
+    for init in m32.graph.initializer:
+        same = next(i for i in m16.graph.initializer if i.name == init.name)
+        init.CopyFrom(numpy_helper.from_array(f32(numpy_helper.to_array(same)), init.name))
+    ref = cpu_session(m32).run(None, {k: f32(v) if v.dtype == BF16 else v
+                                      for k, v in f16_feeds.items()})
+    for g, r in zip(got, ref):
+        assert g.dtype == BF16
+        np.testing.assert_allclose(f32(g), r, rtol=8e-3, atol=8e-3)
