@@ -467,3 +467,80 @@ def test_llm_bfloat16(kind):
     for g, r in zip(got, ref):
         assert g.dtype == BF16
         np.testing.assert_allclose(f32(g), r, rtol=8e-3, atol=8e-3)
+
+
+# --- a Qwen2-shaped decoder layer: every operator above in one graph ------------------------
+def decoder_layer(d=128, nq=4, nkv=2, h=32, inter=256, bs=32, seed=0):
+    r = np.random.default_rng(seed)
+    inits, nodes = [], []
+
+    def mnb(name, x, n, k, bias=False):
+        b, scales, zp, _ = quantize(n, k, 4, bs, "uint8", F, seed=len(inits))
+        inits.extend([(name + "_B", b), (name + "_s", scales), (name + "_z", zp)])
+        ins = [x, name + "_B", name + "_s", name + "_z"]
+        if bias:
+            inits.append((name + "_bias", (r.standard_normal(n) * 0.1).astype(np.float32)))
+            ins += ["", name + "_bias"]
+        nodes.append(helper.make_node("MatMulNBits", ins, [name], name=name,
+                                      domain="com.microsoft", K=k, N=n, bits=4, block_size=bs,
+                                      accuracy_level=4))
+        return name
+
+    inits += [("g1", 1 + 0.1 * r.standard_normal(d).astype(np.float32)),
+              ("g2", 1 + 0.1 * r.standard_normal(d).astype(np.float32))]
+    ang = np.arange(64)[:, None] / (10000.0 ** (np.arange(h // 2) / (h // 2)))[None, :]
+    inits += [("cos", np.cos(ang).astype(np.float32)), ("sin", np.sin(ang).astype(np.float32))]
+    nodes.append(helper.make_node("SimplifiedLayerNormalization", ["hidden", "g1"], ["h1"],
+                                  name="ln1", epsilon=1e-6))
+    qkv = mnb("qkv", "h1", (nq + 2 * nkv) * h, d, bias=True)
+    nodes.append(helper.make_node(
+        "GroupQueryAttention", [qkv, "", "", "past_key", "past_value", "seqlens_k", "total_len",
+                                "cos", "sin"], ["attn", "present_key", "present_value"],
+        name="gqa", domain="com.microsoft", num_heads=nq, kv_num_heads=nkv, do_rotary=1))
+    o = mnb("o_proj", "attn", d, nq * h)
+    nodes.append(helper.make_node("SkipSimplifiedLayerNormalization", [o, "hidden", "g2"],
+                                  ["h2", "", "", "resid"], name="ln2", domain="com.microsoft",
+                                  epsilon=1e-6))
+    gate, up = mnb("gate", "h2", inter, d), mnb("up", "h2", inter, d)
+    nodes += [helper.make_node("Sigmoid", [gate], ["sg"], name="sig"),
+              helper.make_node("Mul", [gate, "sg"], ["silu"], name="silu_mul"),
+              helper.make_node("Mul", ["silu", up], ["act"], name="act_mul")]
+    down = mnb("down", "act", d, inter)
+    nodes.append(helper.make_node("Add", [down, "resid"], ["out"], name="residual"))
+    ins = [("hidden", F, [1, "s", d]), ("past_key", F, [1, nkv, "p", h]),
+           ("past_value", F, [1, nkv, "p", h]), ("seqlens_k", TP.INT32, [1]),
+           ("total_len", TP.INT32, [])]
+    outs = [("out", F, None), ("present_key", F, None), ("present_value", F, None)]
+    return make_model(nodes, ins, outs, inits, opset=21, domains=MS)
+
+
+def test_decoder_layer_prefill_and_decode():
+    """Prefill then decode steps, the cache fed back, every node on MLX, each step against ORT's
+    CPU provider (whose MatMulNBits runs at accuracy_level 0 here: the model says 4, which
+    quantizes A on ORT's CPU; the EP always computes as level 0 does)."""
+    from mlx_harness import cpu_session
+    from ssm_harness import mlx_session_checked
+    model = decoder_layer()
+    ref_model = decoder_layer()
+    for node in ref_model.graph.node:
+        for a in node.attribute:
+            if a.name == "accuracy_level":
+                a.i = 0
+    mlx, cpu = mlx_session_checked(model), cpu_session(ref_model)
+    r = np.random.default_rng(11)
+    nkv, h = 2, 32
+    pk = pv = np.zeros((1, nkv, 0, h), np.float32)
+    worst = 0.0
+    for s in (6, 1, 1, 1):
+        total = pk.shape[2] + s
+        feeds = {"hidden": r.standard_normal((1, s, 128)).astype(np.float32),
+                 "past_key": pk, "past_value": pv,
+                 "seqlens_k": np.array([total - 1], np.int32),
+                 "total_len": np.array(total, np.int32)}
+        got, ref = mlx.run(None, feeds), cpu.run(None, feeds)
+        for g, w in zip(got, ref):
+            assert g.shape == w.shape
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+            worst = max(worst, float(np.max(np.abs(g - w))))
+        pk, pv = got[1], got[2]  # the EP's own cache carries on
+    assert worst < 1e-4
