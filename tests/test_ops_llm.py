@@ -544,3 +544,20 @@ def test_decoder_layer_prefill_and_decode():
             worst = max(worst, float(np.max(np.abs(g - w))))
         pk, pv = got[1], got[2]  # the EP's own cache carries on
     assert worst < 1e-4
+
+
+def test_matmulnbits_constant_a_folded_at_plan_build():
+    """A constant A makes the node foldable when the plan is built, before any prepare hook
+    ran: the translator then re-packs B itself (were it to fail, the node would run per call
+    instead; either way the answer must be right)."""
+    from mlx_harness import assignment, cpu_session, mlx_session
+    model, w = mnb_model([3, 128], 32, 128, 4, 32, "uint8")
+    a = rnd([3, 128], F, 5)
+    model.graph.input.pop()
+    model.graph.initializer.append(helper.make_tensor("A", TP.FLOAT, [3, 128], a.ravel()))
+    s = mlx_session(model, optimize=False)
+    assert assignment(s)["mnb"] == "MLXExecutionProvider"
+    got = s.run(None, {})[0]
+    ref = cpu_session(model, optimize=False).run(None, {})[0]
+    np.testing.assert_allclose(got, ref, rtol=2e-4, atol=2e-4)
+    np.testing.assert_allclose(got, a.astype(np.float64) @ w.T, rtol=1e-4, atol=1e-4)

@@ -146,9 +146,9 @@ static int zero_points(tr_ctx *t, mnb_dims d, float *zp) {
   return MX_OK;
 }
 
-/* block_size 16: B dequantized to a dense [K, N] float32 matrix (slot 0). */
-static int keep_dense(tr_ctx *t, mnb_dims d, const uint8_t *bq, const float *sc,
-                      const float *zp) {
+/* block_size 16: B dequantized to a dense [K, N] float32 matrix (out[0]). */
+static int make_dense(tr_ctx *t, mnb_dims d, const uint8_t *bq, const float *sc,
+                      const float *zp, mx_array *out) {
   float *w = malloc((size_t)d.k * d.n * sizeof *w);
   if (!w) return tr_fail(t, "out of memory dequantizing MatMulNBits B");
   size_t row_bytes = (size_t)d.kpad * d.bits / 8;
@@ -160,17 +160,15 @@ static int keep_dense(tr_ctx *t, mnb_dims d, const uint8_t *bq, const float *sc,
       w[(size_t)k * d.n + r] = ((float)q - zp[cell]) * sc[cell];
     }
   int shape[2] = {d.k, d.n};
-  mx_array a;
-  int rc = mx_from_data(t->mx, &a, w, shape, 2, MX_FLOAT32);
+  int rc = mx_from_data(t->mx, &out[0], w, shape, 2, MX_FLOAT32);
   free(w);
-  TR_TRY(rc);
-  return tr_keep_derived(t, 0, a);
+  return rc;
 }
 
-/* block_size 32..256: B's bytes as MLX's uint32 words (slot 0), per-group float32 scales
- * (slot 1) and biases -scale * zero_point (slot 2), a block of 256 as two groups of 128. */
-static int keep_quantized(tr_ctx *t, mnb_dims d, const uint8_t *bq, const float *sc,
-                          const float *zp) {
+/* block_size 32..256: B's bytes as MLX's uint32 words (out[0]), per-group float32 scales
+ * (out[1]) and biases -scale * zero_point (out[2]), a block of 256 as two groups of 128. */
+static int make_quantized(tr_ctx *t, mnb_dims d, const uint8_t *bq, const float *sc,
+                          const float *zp, mx_array *out) {
   int rep = d.bs > 128 ? d.bs / 128 : 1, groups = d.blocks * rep;
   size_t cells = (size_t)d.n * groups;
   float *s = malloc(cells * sizeof *s), *bias = malloc(cells * sizeof *bias);
@@ -183,21 +181,18 @@ static int keep_quantized(tr_ctx *t, mnb_dims d, const uint8_t *bq, const float 
   }
   /* the words are B's bytes: ORT's order is MLX's on a little-endian host */
   int wshape[2] = {d.n, d.kpad * d.bits / 32}, gshape[2] = {d.n, groups};
-  mx_array w = NULL, sa = NULL, ba = NULL;
-  if (rc == MX_OK) rc = mx_from_data(t->mx, &w, bq, wshape, 2, MX_UINT32);
-  if (rc == MX_OK) rc = mx_from_data(t->mx, &sa, s, gshape, 2, MX_FLOAT32);
-  if (rc == MX_OK) rc = mx_from_data(t->mx, &ba, bias, gshape, 2, MX_FLOAT32);
+  if (rc == MX_OK) rc = mx_from_data(t->mx, &out[0], bq, wshape, 2, MX_UINT32);
+  if (rc == MX_OK) rc = mx_from_data(t->mx, &out[1], s, gshape, 2, MX_FLOAT32);
+  if (rc == MX_OK) rc = mx_from_data(t->mx, &out[2], bias, gshape, 2, MX_FLOAT32);
   free(s);
   free(bias);
-  TR_TRY(rc);
-  TR_TRY(tr_keep_derived(t, 0, w));
-  TR_TRY(tr_keep_derived(t, 1, sa));
-  return tr_keep_derived(t, 2, ba);
+  return rc;
 }
 
-static int prepare_mnb(tr_ctx *t, const ir_node *n, const op_row *r) {
-  (void)r;
+/* The re-packed operands (out[0..2]; out[1], out[2] NULL for the dense form). */
+static int repack(tr_ctx *t, const ir_node *n, mx_array *out) {
   mnb_dims d = dims_of(n);
+  out[0] = out[1] = out[2] = NULL;
   mx_array b = tr_in(t, 1);
   size_t cells = (size_t)d.n * d.blocks, bytes = (size_t)d.n * d.kpad * d.bits / 8;
   if (mx_dtype_of(b) != MX_UINT8 || mx_size(b) != bytes)
@@ -210,9 +205,18 @@ static int prepare_mnb(tr_ctx *t, const ir_node *n, const op_row *r) {
   if (!zp) return tr_fail(t, "out of memory reading MatMulNBits zero points");
   int rc = zero_points(t, d, zp);
   if (rc == MX_OK)
-    rc = d.bs < 32 ? keep_dense(t, d, bq, sc, zp) : keep_quantized(t, d, bq, sc, zp);
+    rc = d.bs < 32 ? make_dense(t, d, bq, sc, zp, out) : make_quantized(t, d, bq, sc, zp, out);
   free(zp);
   return rc;
+}
+
+static int prepare_mnb(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)r;
+  mx_array ops[3];
+  TR_TRY(repack(t, n, ops));
+  for (int i = 0; i < 3; i++)
+    if (ops[i]) TR_TRY(tr_keep_derived(t, i, ops[i]));
+  return MX_OK;
 }
 
 static int translate_mnb(tr_ctx *t, const ir_node *n, const op_row *r) {
@@ -221,7 +225,11 @@ static int translate_mnb(tr_ctx *t, const ir_node *n, const op_row *r) {
   mx_array x = tr_in(t, 0), w = tr_derived(t, 0), s = tr_derived(t, 1), bias = tr_derived(t, 2);
   mx_array y, add = tr_in(t, 5);
   int rank = mx_ndim(x);
-  if (!w) return tr_fail(t, "MatMulNBits B was not re-packed when the plan was built");
+  if (!w) { /* not prepared (a node folded at plan build): re-pack for this translation */
+    mx_array ops[3];
+    TR_TRY(repack(t, n, ops));
+    w = ops[0], s = ops[1], bias = ops[2];
+  }
   if (rank < 1 || mx_dim(x, -1) != d.k)
     return tr_fail(t, "MatMulNBits A's last dimension must be K = %d", d.k);
   if (mx_dtype_of(x) != MX_FLOAT32) TR_TRY(mx_astype(t->mx, &x, x, MX_FLOAT32));
