@@ -561,3 +561,50 @@ def test_matmulnbits_constant_a_folded_at_plan_build():
     ref = cpu_session(model, optimize=False).run(None, {})[0]
     np.testing.assert_allclose(got, ref, rtol=2e-4, atol=2e-4)
     np.testing.assert_allclose(got, a.astype(np.float64) @ w.T, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("bs,path", [(16, "dequantized at plan build, dense matmul"),
+                                     (32, "MLX quantized matmul"), (64, "MLX quantized matmul"),
+                                     (128, "MLX quantized matmul"),
+                                     (256, "MLX quantized matmul")])
+def test_matmulnbits_path(bs, path):
+    """Which form each block size takes, from the run record."""
+    from mlx_harness import run_with_stats
+    model, _ = mnb_model([3, 256], 32, 256, 4, bs, "uint8")
+    _, stats = run_with_stats(model, feeds_a([3, 256], F))
+    [group] = stats["groups"]
+    assert group["node_paths"]["mnb"] == path
+
+
+def test_decoder_layer_is_one_group():
+    """The whole layer fuses into one MLX group that runs every step without failures or
+    fallbacks (from the run record). It is keyed on shapes: a decode step traces once per past
+    length (issue 25 wants that gone)."""
+    import gc
+    import json
+    import os
+    import tempfile
+
+    from mlx_harness import mlx_session
+    fd, path = tempfile.mkstemp(suffix=".json", prefix="mlx-stats-")
+    os.close(fd)
+    try:
+        s = mlx_session(decoder_layer(), provider_options={"stats_file": path})
+        r = np.random.default_rng(0)
+        pk = pv = np.zeros((1, 2, 0, 32), np.float32)
+        for st in (6, 1, 1, 1):
+            total = pk.shape[2] + st
+            pk, pv = s.run(None, {
+                "hidden": r.standard_normal((1, st, 128)).astype(np.float32),
+                "past_key": pk, "past_value": pv, "seqlens_k": np.array([total - 1], np.int32),
+                "total_len": np.array(total, np.int32)})[1:]
+        del s
+        gc.collect()
+        with open(path) as f:
+            stats = json.load(f)
+    finally:
+        os.unlink(path)
+    [group] = stats["groups"]
+    assert group["nodes"] == 12 and group["runs"] == 4, group
+    assert group["failures"] == 0 and group["fallbacks"] == 0, group
+    assert group["node_paths"]["qkv"] == "MLX quantized matmul", group
