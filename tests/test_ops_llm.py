@@ -379,7 +379,6 @@ def test_gqa_declines():
         (dict(local_window_size=4), "local_window_size 4"),
         (dict(softcap=30.0), "softcap 30"),
         (dict(smooth_softmax=1), "smooth_softmax"),
-        (dict(batch=2), "batch 2"),
         (dict(extra_inputs=[(10, ("bias", [1, 4, 1, 1]))]), "attention_bias"),
     ]
     for kw, words in cases:
@@ -420,14 +419,60 @@ def test_gqa_decode_steps_one_session():
         past_k, past_v = ref[1], ref[2]
 
 
-def test_gqa_shared_buffer_fails_at_run_time():
-    """seqlens_k that disagrees with the shapes (the shared-buffer convention, where past holds
-    the whole capacity) is refused when the node runs, not answered wrongly."""
+@pytest.mark.parametrize("dtype", [F, H16])
+@pytest.mark.parametrize("s,valid", [(5, 0), (1, 7), (3, 4), (1, 15)])
+def test_gqa_shared_buffer(dtype, s, valid):
+    """onnxruntime-genai's convention: past and present hold the whole capacity (16 rows), the
+    valid prefix given by seqlens_k; present takes the new rows after it, zeros beyond (ORT's
+    kernel zero-fills a present of its own)."""
+    model, feeds = gqa_model(s=s, past=16, dtype=dtype, packed=True, rotary=True)
+    total = valid + s
+    feeds["seqlens_k"] = np.array([total - 1], np.int32)
+    feeds["total_len"] = np.array(total, np.int32)
+    got, ref, _ = check_against_cpu(model, feeds, **gqa_tol(dtype))
+    assert got[1].shape == (1, 2, 16, 32)
+
+
+def test_gqa_batch_entries_of_their_own_lengths():
+    """Two batch entries with right-padded pasts of different valid lengths (seqlens_k 6 and 3)
+    decode one token each."""
+    model, feeds = gqa_model(s=1, past=6, batch=2, rotary=True)
+    feeds["seqlens_k"] = np.array([6, 3], np.int32)
+    feeds["total_len"] = np.array(7, np.int32)
+    check_against_cpu(model, feeds, **gqa_tol(F))
+
+
+def test_gqa_shared_buffer_decode_steps_one_session():
+    """Prefill and decode steps with a fixed-capacity cache fed back each step, as
+    onnxruntime-genai runs a decoder, step by step against ORT's CPU provider."""
+    from mlx_harness import cpu_session, mlx_session
+    nq, nkv, h, cap = 4, 2, 32, 12
+    model, _ = gqa_model(s=4, past=cap, nq=nq, nkv=nkv, h=h, packed=True, rotary=True)
+    model = symbolic(model, {"query": {1: "s"}})
+    mlx, cpu = mlx_session(model), cpu_session(model)
+    r = np.random.default_rng(3)
+    pk = pv = np.zeros((1, nkv, cap, h), np.float32)
+    valid = 0
+    for s in (4, 1, 1, 2, 1):
+        total = valid + s
+        feeds = {"query": r.standard_normal((1, s, (nq + 2 * nkv) * h)).astype(np.float32),
+                 "past_key": pk, "past_value": pv,
+                 "seqlens_k": np.array([total - 1], np.int32),
+                 "total_len": np.array(total, np.int32)}
+        got, ref = mlx.run(None, feeds), cpu.run(None, feeds)
+        for g, w in zip(got, ref):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+        pk, pv, valid = got[1], got[2], total
+
+
+def test_gqa_seqlens_out_of_range_fail_at_run_time():
+    """seqlens_k asking for past rows that are not there is refused when the node runs, not
+    answered from rows that do not exist."""
     from mlx_harness import mlx_session
-    model, feeds = gqa_model(s=1, past=8)
-    feeds["seqlens_k"] = np.array([4], np.int32)
-    feeds["total_len"] = np.array(5, np.int32)
-    with pytest.raises(Exception, match="growing-past"):
+    model, feeds = gqa_model(s=1, past=4)
+    feeds["seqlens_k"] = np.array([9], np.int32)
+    feeds["total_len"] = np.array(10, np.int32)
+    with pytest.raises(Exception, match="seqlens_k"):
         mlx_session(model).run(None, feeds)
 
 
@@ -578,8 +623,8 @@ def test_matmulnbits_path(bs, path):
 
 def test_decoder_layer_is_one_group():
     """The whole layer fuses into one MLX group that runs every step without failures or
-    fallbacks (from the run record). It is keyed on shapes: a decode step traces once per past
-    length (issue 25 wants that gone)."""
+    fallbacks (from the run record). It is keyed on total_sequence_length: a decode step traces
+    once per length (issue 25 wants that gone)."""
     import gc
     import json
     import os

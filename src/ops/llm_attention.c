@@ -1,18 +1,23 @@
 /*
- * GroupQueryAttention (com.microsoft) in its basic decoder form: separate q/k/v or packed QKV
- * [B, S, (Nq + 2 Nkv) H], past/present K/V in BNSH with the growing-past convention (present =
- * past + the new rows, so the valid length is past + S = total_sequence_length = seqlens_k + 1
- * for every batch entry), optional in-op rotary (do_rotary with cos/sin caches, interleaved or
- * not, partial when the cache is narrower than H / 2), causal attention with grouped heads.
+ * GroupQueryAttention (com.microsoft) as ORT's CPU kernel computes it: separate q/k/v or packed
+ * QKV [B, S, (Nq + 2 Nkv) H], past/present K/V in BNSH, seqlens_k (per batch entry its total
+ * length - 1) and total_sequence_length, optional in-op rotary (do_rotary with cos/sin caches,
+ * interleaved or not, partial when the cache is narrower than H / 2), causal attention over
+ * grouped heads.
  *
- * Everything then follows from shapes: the new rows are appended with a concatenation, rotary
- * positions are seqlens_k + 1 - S + s, and MLX's sdpa applies the causal mask aligned
- * bottom-right (query s sees keys up to past + s). Whether seqlens_k and total_sequence_length
- * agree with the shapes is checked in the same graph at run time (a padded batch, or the
- * shared-buffer convention where past holds the whole capacity, fails there with a message
- * instead of giving wrong values). Attention is computed in float32 from the cache values as
- * stored (half caches widened); present holds the rotated keys rounded to the cache type, as
- * ORT stores them. The translation is shape-keyed: a decode step traces once per past length.
+ * Present holds P = max(total_sequence_length, past length) rows, so both cache conventions
+ * are one computation: a growing past (present = past + the new rows) and the shared buffer
+ * onnxruntime-genai uses (past and present of the same capacity). Per batch entry b the past
+ * rows in use are past_b = seqlens_k[b] + 1 - S (none on the first prompt, S ==
+ * total_sequence_length): present takes past's rows [0, past_b), the new rows at
+ * [past_b, past_b + S) (gathered by index, since past_b is data) and zeros after, as ORT's
+ * kernel writes a present of its own; query s attends to keys j <= past_b + s through an
+ * additive mask given to MLX's sdpa. Rotary positions are past_b + s. A seqlens_k out of range
+ * for the given past and present sizes fails the run with a message (checked in the graph).
+ * Attention is computed in float32 from the cache values as stored (half caches widened);
+ * present holds the rotated keys rounded to the cache type, as ORT stores them.
+ * total_sequence_length fixes P, so it keys the traced variants (read on the host before each
+ * call): a decode step traces once per length; the cache is copied into present every step.
  *
  * Declined with reasons: local_window_size (sliding windows), softcap, smooth_softmax,
  * causal 0, qk_output, quantized caches (k/v quant types, kv_cache_bit_width, non-float cache),
@@ -93,9 +98,6 @@ static bool claim_gqa(const ir_graph *g, const ir_node *n, const op_row *r, op_w
   int rank = rank_of(q);
   if (rank > 0 && rank != 3)
     return op_decline(why, "GroupQueryAttention query of rank %d (3 expected)", rank);
-  if (rank == 3 && q->dims[0] > 1)
-    return op_decline(why, "GroupQueryAttention with batch %lld is not supported yet (batch 1: "
-                           "padded batches need per-entry cache offsets)", (long long)q->dims[0]);
   for (int i = 1; i <= 8; i++) {
     const ir_value *v = ir_input(g, n, i);
     if (i == 5 || i == 6 || !v || !q) continue;
@@ -114,41 +116,106 @@ static int heads_of(tr_ctx *t, mx_array x, int heads, int head, mx_array *out) {
   return mx_reshape(t->mx, out, x, shape, 4);
 }
 
-/* Run-time agreement of seqlens_k and total_sequence_length with the growing-past shapes. */
 static int all_of(tr_ctx *t, mx_array ok, mx_array *out) {
   int flat = -1, axis = 0;
   TR_TRY(mx_reshape(t->mx, &ok, ok, &flat, 1));
   return mx_reduce(t->mx, out, MX_ALL, ok, &axis, 1, false);
 }
 
-static int check_lengths(tr_ctx *t, mx_array seqlens, mx_array total, int valid) {
-  mx_array want, ok, ok2;
-  TR_TRY(mx_astype(t->mx, &seqlens, seqlens, MX_INT32));
-  TR_TRY(mx_scalar_int(t->mx, &want, valid - 1, MX_INT32));
-  TR_TRY(mx_binary(t->mx, &ok, MX_EQUAL, seqlens, want));
+/* What a run's lengths fix: S new rows, present rows P = max(total, past) (ORT's rule), the
+ * first prompt (S == total: no past is read), and per batch entry the past rows in use,
+ * past_b = seqlens_k + 1 - S (0 for the first prompt), as int32 [B, 1, 1, 1]. */
+typedef struct gqa_lengths {
+  int s, past, present;
+  bool prompt;
+  mx_array past_b;
+} gqa_lengths;
+
+static int lengths(tr_ctx *t, int s, int past, gqa_lengths *L) {
+  int64_t total = 0;
+  size_t count = 0;
+  TR_TRY(tr_host_ints(t, 6, &total, 1, &count));
+  if (count != 1 || total < s)
+    return tr_fail(t, "total_sequence_length must be one value >= the new length %d", s);
+  L->s = s, L->past = past, L->prompt = total == s;
+  L->present = total > past ? (int)total : past;
+  mx_array seq = tr_in(t, 5), off, zero, lo, hi, ok;
+  int shape[4] = {-1, 1, 1, 1};
+  TR_TRY(mx_astype(t->mx, &seq, seq, MX_INT32));
+  TR_TRY(mx_reshape(t->mx, &seq, seq, shape, 4));
+  TR_TRY(mx_scalar_int(t->mx, &off, 1 - s, MX_INT32));
+  TR_TRY(mx_binary(t->mx, &L->past_b, MX_ADD, seq, off));
+  TR_TRY(mx_scalar_int(t->mx, &zero, 0, MX_INT32));
+  if (L->prompt) TR_TRY(mx_binary(t->mx, &L->past_b, MX_MULTIPLY, L->past_b, zero));
+  /* the rows read from past must exist, and the new ones must fit in present */
+  int top = L->prompt ? 0 : (past < L->present - s ? past : L->present - s);
+  TR_TRY(mx_binary(t->mx, &lo, MX_GREATER_EQUAL, L->past_b, zero));
+  TR_TRY(mx_scalar_int(t->mx, &off, top, MX_INT32));
+  TR_TRY(mx_binary(t->mx, &hi, MX_LESS_EQUAL, L->past_b, off));
+  TR_TRY(mx_binary(t->mx, &ok, MX_LOGICAL_AND, lo, hi));
   TR_TRY(all_of(t, ok, &ok));
-  TR_TRY(mx_astype(t->mx, &total, total, MX_INT32));
-  TR_TRY(mx_scalar_int(t->mx, &want, valid, MX_INT32));
-  TR_TRY(mx_binary(t->mx, &ok2, MX_EQUAL, total, want));
-  TR_TRY(all_of(t, ok2, &ok2));
-  TR_TRY(mx_binary(t->mx, &ok, MX_LOGICAL_AND, ok, ok2));
-  return tr_check_that(t, ok, "seqlens_k + 1 and total_sequence_length must equal past + new "
-                              "length (%d): only the growing-past cache of batch 1 is "
-                              "supported", valid);
+  return tr_check_that(t, ok, "seqlens_k + 1 - %d must lie in [0, %d]: the past rows in use "
+                              "must be given, with room for the new ones in %d present rows",
+                       s, top, L->present);
 }
 
-/* Rotary on the new q and k ([B, S, N, H] float32) at positions seqlens_k + 1 - S + s. */
-static int rotate_new(tr_ctx *t, const ir_node *n, mx_array *q, mx_array *k) {
-  mx_array cosc = tr_in(t, 7), sinc = tr_in(t, 8), seq = tr_in(t, 5), pos, r, one, cosv, sinv;
-  int s = mx_dim(*q, 1), half = mx_dim(cosc, -1), col[2] = {-1, 1};
+/* The present cache [B, Nkv, P, H]: per entry past rows [0, past_b), the new rows at
+ * [past_b, past_b + S) and zeros after (as ORT's kernel writes a present of its own). */
+static int present_of(tr_ctx *t, const gqa_lengths *L, mx_array past, mx_array fresh,
+                      mx_array *out) {
+  int b = mx_dim(fresh, 0), nkv = mx_dim(fresh, 1), h = mx_dim(fresh, 3), p = L->present;
+  mx_array j, rel, idx, in_new, keep, zero, smax, base, got;
+  int col[4] = {1, 1, p, 1}, full[4] = {b, nkv, p, h};
+  TR_TRY(mx_arange(t->mx, &j, 0, p, 1, MX_INT32));
+  TR_TRY(mx_reshape(t->mx, &j, j, col, 4));
+  TR_TRY(mx_binary(t->mx, &rel, MX_SUBTRACT, j, L->past_b)); /* [B, 1, P, 1] */
+  TR_TRY(mx_scalar_int(t->mx, &zero, 0, MX_INT32));
+  TR_TRY(mx_scalar_int(t->mx, &smax, L->s - 1, MX_INT32));
+  TR_TRY(mx_clip(t->mx, &idx, rel, zero, smax));
+  TR_TRY(mx_broadcast_to(t->mx, &idx, idx, full, 4));
+  TR_TRY(mx_take_along_axis(t->mx, &got, fresh, idx, 2));
+  TR_TRY(mx_binary(t->mx, &in_new, MX_GREATER_EQUAL, rel, zero));
+  TR_TRY(mx_binary(t->mx, &keep, MX_LESS_EQUAL, rel, smax));
+  TR_TRY(mx_binary(t->mx, &in_new, MX_LOGICAL_AND, in_new, keep));
+  TR_TRY(mx_scalar(t->mx, &base, 0.0, mx_dtype_of(fresh)));
+  if (past && L->past > 0 && !L->prompt) {
+    mx_array padded = past;
+    if (L->past < p) {
+      int lo[4] = {0, 0, 0, 0}, hi[4] = {0, 0, p - L->past, 0};
+      TR_TRY(mx_pad(t->mx, &padded, past, lo, hi, 4, base));
+    }
+    TR_TRY(mx_binary(t->mx, &keep, MX_LESS, j, L->past_b));
+    TR_TRY(mx_where(t->mx, &base, keep, padded, base));
+  }
+  return mx_where(t->mx, out, in_new, got, base);
+}
+
+/* Additive mask [B, 1, S, P]: query s sees keys j <= past_b + s. */
+static int causal_bias(tr_ctx *t, const gqa_lengths *L, mx_array *out) {
+  mx_array j, s, lim, ok, zero, ninf;
+  int row[4] = {1, 1, L->s, 1}, col[4] = {1, 1, 1, L->present};
+  TR_TRY(mx_arange(t->mx, &j, 0, L->present, 1, MX_INT32));
+  TR_TRY(mx_reshape(t->mx, &j, j, col, 4));
+  TR_TRY(mx_arange(t->mx, &s, 0, L->s, 1, MX_INT32));
+  TR_TRY(mx_reshape(t->mx, &s, s, row, 4));
+  TR_TRY(mx_binary(t->mx, &lim, MX_ADD, L->past_b, s));
+  TR_TRY(mx_binary(t->mx, &ok, MX_LESS_EQUAL, j, lim));
+  TR_TRY(mx_scalar(t->mx, &zero, 0.0, MX_FLOAT32));
+  TR_TRY(mx_scalar(t->mx, &ninf, -INFINITY, MX_FLOAT32));
+  return mx_where(t->mx, out, ok, zero, ninf);
+}
+
+/* Rotary on the new q and k ([B, S, N, H] float32) at positions past_b + s. */
+static int rotate_new(tr_ctx *t, const ir_node *n, const gqa_lengths *L, mx_array *q,
+                      mx_array *k) {
+  mx_array cosc = tr_in(t, 7), sinc = tr_in(t, 8), pos, r, cosv, sinv;
+  int half = mx_dim(cosc, -1), col[2] = {-1, 1};
   if (mx_ndim(cosc) != 2 || 2 * half > mx_dim(*q, 3))
     return tr_fail(t, "cos_cache must be [max_position, rotary_dim / 2] with rotary_dim <= H");
-  TR_TRY(mx_astype(t->mx, &seq, seq, MX_INT64));
-  TR_TRY(mx_reshape(t->mx, &seq, seq, col, 2));
-  TR_TRY(mx_scalar_int(t->mx, &one, 1 - s, MX_INT64));
-  TR_TRY(mx_binary(t->mx, &seq, MX_ADD, seq, one));
-  TR_TRY(mx_arange(t->mx, &r, 0, s, 1, MX_INT64));
-  TR_TRY(mx_binary(t->mx, &pos, MX_ADD, seq, r));
+  TR_TRY(mx_astype(t->mx, &pos, L->past_b, MX_INT64));
+  TR_TRY(mx_reshape(t->mx, &pos, pos, col, 2));
+  TR_TRY(mx_arange(t->mx, &r, 0, L->s, 1, MX_INT64));
+  TR_TRY(mx_binary(t->mx, &pos, MX_ADD, pos, r));
   TR_TRY(llm_rope_tables(t, cosc, sinc, pos, half, &cosv, &sinv));
   bool inter = ir_attr_int(n, "rotary_interleaved", 0) != 0;
   TR_TRY(llm_rope_apply(t, *q, cosv, sinv, 2 * half, inter, q));
@@ -158,13 +225,22 @@ static int rotate_new(tr_ctx *t, const ir_node *n, mx_array *q, mx_array *k) {
 static int translate_gqa(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)r;
   mx_array q = tr_in(t, 0), k = tr_in(t, 1), v = tr_in(t, 2);
-  mx_array pk = tr_in(t, 3), pv = tr_in(t, 4), y;
+  mx_array pk = tr_in(t, 3), pv = tr_in(t, 4), y, bias;
   int nq = (int)ir_attr_int(n, "num_heads", 0), nkv = (int)ir_attr_int(n, "kv_num_heads", 0);
   if (mx_ndim(q) != 3) return tr_fail(t, "GroupQueryAttention query must be 3-D");
   int b = mx_dim(q, 0), s = mx_dim(q, 1), width = mx_dim(q, 2);
   int head = k ? width / nq : width / (nq + 2 * nkv);
   if (head <= 0 || (k ? head * nq : head * (nq + 2 * nkv)) != width)
     return tr_fail(t, "query width %d does not split into the heads", width);
+  int past = 0;
+  if (pk) {
+    if (mx_ndim(pk) != 4 || mx_dim(pk, 0) != b || mx_dim(pk, 1) != nkv ||
+        mx_dim(pk, 3) != head || mx_ndim(pv) != 4 || mx_dim(pv, 2) != mx_dim(pk, 2))
+      return tr_fail(t, "past_key/past_value must be [B, kv_num_heads, past, H]");
+    past = mx_dim(pk, 2);
+  }
+  gqa_lengths L;
+  TR_TRY(lengths(t, s, past, &L));
   mx_dtype cache_t = mx_dtype_of(q);
   if (!k) { /* packed: [q | k | v] along the last axis */
     TR_TRY(tr_slice_axis(t, q, 2, nq * head, (nq + nkv) * head, &k));
@@ -177,26 +253,15 @@ static int translate_gqa(tr_ctx *t, const ir_node *n, const op_row *r) {
   if (ir_attr_int(n, "do_rotary", 0)) {
     TR_TRY(to_f32(t, &q));
     TR_TRY(to_f32(t, &k));
-    TR_TRY(rotate_new(t, n, &q, &k));
+    TR_TRY(rotate_new(t, n, &L, &q, &k));
     TR_TRY(mx_astype(t->mx, &k, k, cache_t)); /* stored as ORT stores it */
   }
   static const int perm[4] = {0, 2, 1, 3};
   TR_TRY(mx_transpose(t->mx, &q, q, perm, 4));
   TR_TRY(mx_transpose(t->mx, &k, k, perm, 4));
   TR_TRY(mx_transpose(t->mx, &v, v, perm, 4));
-  int past = 0;
-  if (pk) {
-    if (mx_ndim(pk) != 4 || mx_dim(pk, 1) != nkv || mx_dim(pk, 3) != head ||
-        mx_ndim(pv) != 4 || mx_dim(pv, 2) != mx_dim(pk, 2))
-      return tr_fail(t, "past_key/past_value must be [B, kv_num_heads, past, H]");
-    past = mx_dim(pk, 2);
-    mx_array kk[2] = {pk, k}, vv[2] = {pv, v};
-    if (past > 0) {
-      TR_TRY(mx_concatenate(t->mx, &k, kk, 2, 2));
-      TR_TRY(mx_concatenate(t->mx, &v, vv, 2, 2));
-    }
-  }
-  TR_TRY(check_lengths(t, tr_in(t, 5), tr_in(t, 6), past + s));
+  TR_TRY(present_of(t, &L, pk, k, &k));
+  TR_TRY(present_of(t, &L, pv, v, &v));
   TR_TRY(tr_out_cast(t, 1, k));
   TR_TRY(tr_out_cast(t, 2, v));
   double scale = ir_attr_float(n, "scale", 0.0f);
@@ -204,20 +269,22 @@ static int translate_gqa(tr_ctx *t, const ir_node *n, const op_row *r) {
   TR_TRY(to_f32(t, &q));
   TR_TRY(to_f32(t, &k));
   TR_TRY(to_f32(t, &v));
-  TR_TRY(mx_sdpa(t->mx, &y, q, k, v, (float)scale, s > 1, NULL));
+  TR_TRY(causal_bias(t, &L, &bias));
+  TR_TRY(mx_sdpa(t->mx, &y, q, k, v, (float)scale, false, bias));
   TR_TRY(mx_transpose(t->mx, &y, y, perm, 4));
   int shape[3] = {b, s, nq * head};
   TR_TRY(mx_reshape(t->mx, &y, y, shape, 3));
-  tr_note_path(t, "growing past, MLX sdpa");
+  tr_note_path(t, "masked MLX sdpa over the present cache");
   return tr_out_cast(t, 0, y);
 }
 
 const op_row ops_llm_attention_rows[] = {
-    {"com.microsoft", "GroupQueryAttention", 1, 1, claim_gqa, translate_gqa, OP_SHAPE_KEYED,
+    {"com.microsoft", "GroupQueryAttention", 1, 1, claim_gqa, translate_gqa, OP_VALUE_KEYED,
      OP_T(IR_FLOAT) | OP_T(IR_FLOAT16), 0,
-     "batch 1, growing past (BNSH), separate or packed QKV, in-op rotary; causal MLX sdpa in "
-     "float32; sliding window, softcap, smooth_softmax, quantized caches and inputs 9-15 "
-     "declined; shape-keyed (a decode step traces once per past length)",
-     NULL, NULL, 0},
+     "past/present BNSH, growing or shared buffer, batch entries of their own lengths "
+     "(seqlens_k); separate or packed QKV, in-op rotary; masked MLX sdpa in float32; sliding "
+     "window, softcap, smooth_softmax, quantized caches and inputs 9-15 declined; keyed on "
+     "total_sequence_length (a decode step traces once per length)",
+     NULL, NULL, 1u << 6},
     OP_ROWS_END,
 };
