@@ -266,7 +266,7 @@ const op_row ops_llm_quant_rows[] = {
      OP_T(IR_FLOAT) | OP_T(IR_FLOAT16), 0,
      "bits 4/8, block_size 16-256; B, scales, zero_points constant (re-packed at plan build): "
      "MLX quantized matmul (block 16: dequantized once, dense matmul); float32 compute; g_idx "
-     "only trivial",
+     "only trivial (and not with packed zero points); bits 2 declined",
      NULL, prepare_mnb, 0},
     OP_ROWS_END,
 };
