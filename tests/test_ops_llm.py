@@ -653,3 +653,10 @@ def test_decoder_layer_is_one_group():
     assert group["nodes"] == 12 and group["runs"] == 4, group
     assert group["failures"] == 0 and group["fallbacks"] == 0, group
     assert group["node_paths"]["qkv"] == "MLX quantized matmul", group
+
+
+@pytest.mark.parametrize("bits,bs,zp_form", [(4, 16, "uint8"), (4, 256, None), (8, 64, "uint8"),
+                                             (8, 128, None), (4, 64, "float")])
+def test_matmulnbits_float16_forms(bits, bs, zp_form):
+    model, _ = mnb_model([2, 3, 320], 48, 320, bits, bs, zp_form, H16, bias=True)
+    run_mnb(model, feeds_a([2, 3, 320], H16), H16)
