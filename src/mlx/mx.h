@@ -199,6 +199,15 @@ int mx_conv(mx_ctx *ctx, mx_array *out, mx_array input, mx_array weight, const i
             const int *pad_low, const int *pad_high, const int *kernel_dilation,
             const int *input_dilation, int spatial, int groups, bool flip);
 
+/* --- quantized matrix products (llm_quant family) ---------------------------------------- */
+/* x @ w^T for a weight w [N, K] in MLX's affine format: w packed in uint32 words along K (each
+ * word holds 32 / bits values, the first in the lowest bits), and per group of group_size values
+ * along K a scale and a bias (scales, biases [N, K / group_size]): value = scale * q + bias.
+ * group_size 32, 64 or 128; bits 2, 3, 4, 5, 6 or 8; x's last dimension is K. biases may be NULL
+ * only in MLX's non-affine modes, so callers pass them. */
+int mx_quantized_matmul(mx_ctx *ctx, mx_array *out, mx_array x, mx_array w, mx_array scales,
+                        mx_array biases, int group_size, int bits);
+
 /* --- axis insertion and removal (shape family) -------------------------------------------- */
 /* Rank-only reshapes with their own MLX primitives, so they stay valid under shapeless compile.
  * Axes are non-negative and distinct; expand_dims' axes index the output. */
