@@ -22,6 +22,7 @@
 #include <new>
 #include <optional>
 #include <stdexcept>
+#include <unordered_map>
 #include <vector>
 
 namespace mc = mlx::core;
@@ -48,6 +49,13 @@ struct mx_array_impl {
 
 struct mx_arena {
   std::vector<mx_array_impl *> arrays;
+  /* The fusion barriers layout.cpp made over handles while building into this arena, so that
+   * later operations reuse one (the handles themselves are left as they are). Per handle: the
+   * array that was cut, held so that its id cannot be another array's, and the cut. */
+  struct Cut {
+    mc::array of, cut;
+  };
+  std::unordered_map<const mx_array_impl *, Cut> cuts;
   mx_arena() { mxb::live_arenas++; }
   ~mx_arena() {
     for (auto *p : arrays) delete p;
@@ -125,7 +133,7 @@ class Elementwise {
 /* The permutation every operand that is not a single value is a transpose by, with the same
  * shape, when there is one and it is not the identity; else empty. With `broadcast`, operands
  * may instead broadcast against the largest such transpose. */
-std::vector<int> shared_transpose(const std::vector<mx_array> &hs, bool broadcast);
+std::vector<int> shared_transpose(const std::vector<mc::array> &operands, bool broadcast);
 
 /* A reduction of `x` over `axes`, run on the array beneath when `x` is a transposed view and the
  * policy says so; `reduce` builds the reduction itself. Empty when the rule does not apply. */
