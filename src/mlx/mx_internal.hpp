@@ -1,11 +1,11 @@
 /*
  * The bridge's private C++ header, included by the bridge's .cpp files in src/mlx only (nothing
- * outside src/mlx may include it: MLX types appear nowhere else). It owns what those files share: the
- * handle and arena types behind mx.h's opaque pointers, the conversions between the bridge's enums
- * and MLX's, keep() (which puts a new array into the context's arena after the size check), the
- * error guard MX_GUARD that every entry point runs its body in, and the declarations of the
- * helpers each file offers the others (layout rules, MLX graph nodes recognised by name, the host
- * kernel primitive). Everything here is in namespace mxb and hidden from the library's exports by
+ * outside src/mlx may include it: MLX types appear nowhere else). It owns what those files share:
+ * the handle and arena types behind mx.h's opaque pointers, the conversions between the bridge's
+ * enums and MLX's, keep() (which puts a new array into the context's arena after the size
+ * check), the error guard MX_GUARD that every entry point runs its body in, and the declarations
+ * of the helpers each file offers the others (layout rules, MLX graph nodes recognised by name).
+ * Everything here is in namespace mxb and hidden from the library's exports by
  * -fvisibility=hidden.
  */
 #ifndef MX_INTERNAL_HPP
@@ -34,7 +34,7 @@ extern std::atomic<size_t> live_arrays, live_arenas;
 }  // namespace mxb
 
 /* A handle. Its array is fixed when the handle is made: no entry point replaces what a caller's
- * handle holds (a rule of the bridge; the layout rules build new values instead). */
+ * handle holds (the layout rules build new values and keep their own records in the arena). */
 struct mx_array_impl {
   const mc::array a;
   int fused_depth = 0; /* elementwise operations stacked on the nearest non-elementwise values */
