@@ -147,14 +147,18 @@ int mx_host_kernel(mx_ctx *ctx, mx_array *out, const char *name, mx_host_fn fn,
                    const void *params, size_t params_size, const mx_array *inputs, int n_inputs,
                    const int *shape, int ndim, mx_dtype dtype, unsigned flags) {
   MX_GUARD(ctx, out, {
+    if (!name || !fn) throw std::invalid_argument("a host kernel needs a name and a function");
     if (ctx->device != MX_DEVICE_CPU)
       throw std::invalid_argument(std::string("host kernel ") + name + " needs the CPU device");
     auto s = mc::default_stream(device_of(ctx));
     /* an elementwise kernel over operands that are one transpose of arrays beneath runs on
      * those and transposes its result back (as Elementwise does for MLX's operations) */
     std::vector<int> sunk;
-    if (flags & MX_HOST_ELEMENTWISE)
-      sunk = shared_transpose(std::vector<mx_array>(inputs, inputs + n_inputs), false);
+    if (flags & MX_HOST_ELEMENTWISE) {
+      std::vector<mc::array> operands;
+      for (int i = 0; i < n_inputs; i++) operands.push_back(A(inputs[i]));
+      sunk = shared_transpose(operands, false);
+    }
     mc::Shape out_shape = to_shape(shape, ndim);
     std::vector<mc::array> ins;
     for (int i = 0; i < n_inputs; i++) {

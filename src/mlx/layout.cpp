@@ -39,6 +39,13 @@ mx_layout_policy layout_policy(mx_device device) {
  * here) stands on nothing. */
 static int depth(mx_array h) { return A(h).has_primitive() ? h->fused_depth : 0; }
 
+/* The barrier this context's arena made over h, when there is one. */
+static const mc::array *cut_of(const mx_ctx *ctx, mx_array h) {
+  auto it = ctx->arena->cuts.find(h);
+  return it != ctx->arena->cuts.end() && it->second.of.id() == h->a.id() ? &it->second.cut
+                                                                          : nullptr;
+}
+
 /* Fusion barriers (policy.fuse_barrier_at). MLX's compile fuses a chain of elementwise operations
  * at most 11 deep (max_compile_depth in mlx/compile.cpp) and cuts deeper chains where it falls.
  * Every elementwise result records how many elementwise operations stand on the nearest other
@@ -47,8 +54,9 @@ static int depth(mx_array h) { return A(h).has_primitive() ? h->fused_depth : 0;
  * for an array that is contiguous (a fused kernel's output is), so the cut falls at a value the
  * policy chose rather than wherever MLX's depth limit puts it. Cutting every fairly deep operand,
  * not only the deepest, keeps a value shared by a long chain (a polynomial's variable) from
- * forcing a cut at every step: its operations share one cut (the same Contiguous over the same
- * value, which MLX's compile merges).
+ * forcing a cut at every step. The context's arena records the cut made over a handle, and later
+ * operations in it read the handle through its cut, at depth 0: they share one cut, and the
+ * handle the caller holds is left as it is.
  *
  * Sunk transposes (policy.sink_transposes). An elementwise operation whose operands are the same
  * transpose of same-shaped arrays (single values aside) runs on the arrays beneath and transposes
@@ -59,37 +67,43 @@ static int depth(mx_array h) { return A(h).has_primitive() ? h->fused_depth : 0;
 Elementwise::Elementwise(const mx_ctx *ctx, std::initializer_list<mx_array> handles,
                          bool optional, bool layout)
     : policy(layout_policy(ctx->device)) {
+  const int barrier = policy.fuse_barrier_at;
+  /* each operand as this arena's operations see it (behind the barrier made over it, if any),
+   * and its depth */
   std::vector<mx_array> hs;
+  std::vector<mc::array> seen;
+  std::vector<int> seen_depth;
   for (mx_array h : handles) {
     if (!h && optional) continue;
     A(h); /* refuses a missing handle */
+    /* only a handle at least barrier / 2 deep can have been cut */
+    const mc::array *cut = barrier > 0 && depth(h) >= barrier / 2 ? cut_of(ctx, h) : nullptr;
     hs.push_back(h);
+    seen.push_back(cut ? *cut : h->a);
+    seen_depth.push_back(cut ? 0 : depth(h));
   }
-  if (policy.sink_transposes && layout) sunk = shared_transpose(hs, true);
+  if (policy.sink_transposes && layout) sunk = shared_transpose(seen, true);
   std::vector<int> inverse(sunk.size());
   for (size_t i = 0; i < sunk.size(); i++) inverse[sunk[i]] = static_cast<int>(i);
-  const int barrier = policy.fuse_barrier_at;
   int deepest = 0;
-  for (mx_array h : hs) deepest = std::max(deepest, depth(h));
+  for (int d : seen_depth) deepest = std::max(deepest, d);
   for (size_t i = 0; i < hs.size(); i++) {
-    mx_array h = hs[i];
-    size_t first = std::find(hs.begin(), hs.end(), h) - hs.begin();
-    if (first < i) { /* an operand given twice is taken once: one barrier, not two */
-      arrays.push_back(arrays[first]);
-      depths.push_back(depths[first]);
-      continue;
-    }
-    bool transposed = !sunk.empty() && h->a.size() != 1;
-    mc::array x = !transposed                  ? h->a
-                  : transpose_of(h->a) == sunk ? h->a.inputs().at(0)
-                                               : mc::transpose(h->a, inverse, device_of(ctx));
-    int d = depth(h);
-    if (barrier > 0 && deepest >= barrier && d >= barrier / 2) {
+    const mc::array &a = seen[i];
+    bool transposed = !sunk.empty() && a.size() != 1;
+    mc::array x = !transposed                ? a
+                  : transpose_of(a) == sunk ? a.inputs().at(0)
+                                            : mc::transpose(a, inverse, device_of(ctx));
+    if (barrier > 0 && deepest >= barrier && seen_depth[i] >= barrier / 2) {
       x = mc::contiguous(x, false, device_of(ctx));
-      d = 0;
+      mc::array cut = transposed ? mc::transpose(x, sunk, device_of(ctx)) : x;
+      ctx->arena->cuts.insert_or_assign(hs[i], mx_arena::Cut{hs[i]->a, cut});
+      /* the same handle later in this operation reads the cut, as later operations do */
+      for (size_t j = i + 1; j < hs.size(); j++)
+        if (hs[j] == hs[i]) seen[j] = cut, seen_depth[j] = 0;
+      seen_depth[i] = 0;
     }
     arrays.push_back(std::move(x));
-    depths.push_back(d);
+    depths.push_back(seen_depth[i]);
   }
   if (policy.single_values_as_scalars) single_values_as_scalars(ctx);
 }
@@ -142,17 +156,15 @@ int Elementwise::wrap(mx_ctx *ctx, mx_array *out, mc::array result) const {
  * leading axes). With `broadcast`, operands may have the rank of the largest transpose and
  * broadcast against its shape (those not transposed by the permutation are taken through its
  * inverse by the caller). */
-std::vector<int> shared_transpose(const std::vector<mx_array> &hs, bool broadcast) {
+std::vector<int> shared_transpose(const std::vector<mc::array> &operands, bool broadcast) {
   std::vector<int> perm;
   const mc::array *first = nullptr;
-  for (mx_array h : hs) { /* the largest transposed operand fixes the permutation */
-    const mc::array &a = A(h);
+  for (const mc::array &a : operands) { /* the largest transposed operand fixes the permutation */
     std::vector<int> p = a.size() == 1 ? std::vector<int>() : transpose_of(a);
     if (!p.empty() && (!first || a.size() > first->size())) first = &a, perm = p;
   }
   if (!first) return {};
-  for (mx_array h : hs) {
-    const mc::array &a = h->a;
+  for (const mc::array &a : operands) {
     if (a.size() == 1) {
       if (a.ndim() > first->ndim()) return {};
       continue;

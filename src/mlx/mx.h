@@ -4,8 +4,10 @@
  * returns MX_OK or an error code, writes its result through `out`, and on failure leaves a message
  * in ctx->error (C++ exceptions are caught inside the bridge and never cross into C). Arrays are
  * handles owned by the arena the context points at when they are created; freeing the arena frees
- * them all at once, so C code never frees an array by hand. The bridge holds no translation logic:
- * ONNX semantics live in src/ops/.
+ * them all at once, so C code never frees an array by hand. A handle's array never changes once
+ * made: no call rewrites the handles it is given. The bridge holds no translation logic: ONNX
+ * semantics live in src/ops/. It is implemented by the .cpp files beside this header, split by
+ * the sections below (mx_internal.hpp is their private header).
  */
 #ifndef MX_H
 #define MX_H

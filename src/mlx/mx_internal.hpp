@@ -1,11 +1,11 @@
 /*
  * The bridge's private C++ header, included by the bridge's .cpp files in src/mlx only (nothing
- * outside src/mlx may include it: MLX types appear nowhere else). It owns what those files share: the
- * handle and arena types behind mx.h's opaque pointers, the conversions between the bridge's enums
- * and MLX's, keep() (which puts a new array into the context's arena after the size check), the
- * error guard MX_GUARD that every entry point runs its body in, and the declarations of the
- * helpers each file offers the others (layout rules, MLX graph nodes recognised by name, the host
- * kernel primitive). Everything here is in namespace mxb and hidden from the library's exports by
+ * outside src/mlx may include it: MLX types appear nowhere else). It owns what those files share:
+ * the handle and arena types behind mx.h's opaque pointers, the conversions between the bridge's
+ * enums and MLX's, keep() (which puts a new array into the context's arena after the size
+ * check), the error guard MX_GUARD that every entry point runs its body in, and the declarations
+ * of the helpers each file offers the others (layout rules, MLX graph nodes recognised by name).
+ * Everything here is in namespace mxb and hidden from the library's exports by
  * -fvisibility=hidden.
  */
 #ifndef MX_INTERNAL_HPP
@@ -22,6 +22,7 @@
 #include <new>
 #include <optional>
 #include <stdexcept>
+#include <unordered_map>
 #include <vector>
 
 namespace mc = mlx::core;
@@ -33,7 +34,7 @@ extern std::atomic<size_t> live_arrays, live_arenas;
 }  // namespace mxb
 
 /* A handle. Its array is fixed when the handle is made: no entry point replaces what a caller's
- * handle holds (a rule of the bridge; the layout rules build new values instead). */
+ * handle holds (the layout rules build new values and keep their own records in the arena). */
 struct mx_array_impl {
   const mc::array a;
   int fused_depth = 0; /* elementwise operations stacked on the nearest non-elementwise values */
@@ -48,6 +49,13 @@ struct mx_array_impl {
 
 struct mx_arena {
   std::vector<mx_array_impl *> arrays;
+  /* The fusion barriers layout.cpp made over handles while building into this arena, so that
+   * later operations reuse one (the handles themselves are left as they are). Per handle: the
+   * array that was cut, held so that its id cannot be another array's, and the cut. */
+  struct Cut {
+    mc::array of, cut;
+  };
+  std::unordered_map<const mx_array_impl *, Cut> cuts;
   mx_arena() { mxb::live_arenas++; }
   ~mx_arena() {
     for (auto *p : arrays) delete p;
@@ -125,7 +133,7 @@ class Elementwise {
 /* The permutation every operand that is not a single value is a transpose by, with the same
  * shape, when there is one and it is not the identity; else empty. With `broadcast`, operands
  * may instead broadcast against the largest such transpose. */
-std::vector<int> shared_transpose(const std::vector<mx_array> &hs, bool broadcast);
+std::vector<int> shared_transpose(const std::vector<mc::array> &operands, bool broadcast);
 
 /* A reduction of `x` over `axes`, run on the array beneath when `x` is a transposed view and the
  * policy says so; `reduce` builds the reduction itself. Empty when the rule does not apply. */
