@@ -274,7 +274,7 @@ static int translate_gqa(tr_ctx *t, const ir_node *n, const op_row *r) {
   TR_TRY(mx_transpose(t->mx, &y, y, perm, 4));
   int shape[3] = {b, s, nq * head};
   TR_TRY(mx_reshape(t->mx, &y, y, shape, 3));
-  tr_note_path(t, "masked MLX sdpa over the present cache");
+  tr_note_path(t, TR_PATH_MLX_FUSED, "sdpa", 0, "masked MLX sdpa over the present cache");
   return tr_out_cast(t, 0, y);
 }
 

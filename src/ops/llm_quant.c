@@ -257,7 +257,11 @@ static int translate_mnb(tr_ctx *t, const ir_node *n, const op_row *r) {
     if (mx_dtype_of(add) != MX_FLOAT32) TR_TRY(mx_astype(t->mx, &add, add, MX_FLOAT32));
     TR_TRY(mx_binary(t->mx, &y, MX_ADD, y, add));
   }
-  tr_note_path(t, s ? "MLX quantized matmul" : "dequantized at plan build, dense matmul");
+  if (s)
+    tr_note_path(t, TR_PATH_MLX_FUSED, "quantized_matmul", 0, "MLX quantized matmul");
+  else
+    tr_note_path(t, TR_PATH_COMPOSED, "dequantized_matmul", 0,
+                 "dequantized at plan build, dense matmul");
   return tr_out_cast(t, 0, y);
 }
 

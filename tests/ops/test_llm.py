@@ -608,17 +608,19 @@ def test_matmulnbits_constant_a_folded_at_plan_build():
     np.testing.assert_allclose(got, a.astype(np.float64) @ w.T, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("bs,path", [(16, "dequantized at plan build, dense matmul"),
-                                     (32, "MLX quantized matmul"), (64, "MLX quantized matmul"),
-                                     (128, "MLX quantized matmul"),
-                                     (256, "MLX quantized matmul")])
+QUANTIZED = ("mlx_fused", "quantized_matmul", ())
+DEQUANTIZED = ("composed", "dequantized_matmul", ())
+
+
+@pytest.mark.parametrize("bs,path", [(16, DEQUANTIZED), (32, QUANTIZED), (64, QUANTIZED),
+                                     (128, QUANTIZED), (256, QUANTIZED)])
 def test_matmulnbits_path(bs, path):
     """Which form each block size takes, from the run record."""
-    from mlx_harness import run_with_stats
+    from mlx_harness import node_path, run_with_stats
     model, _ = mnb_model([3, 256], 32, 256, 4, bs, "uint8")
     _, stats = run_with_stats(model, feeds_a([3, 256], F))
-    [group] = stats["groups"]
-    assert group["node_paths"]["mnb"] == path
+    assert len(stats["groups"]) == 1
+    assert node_path(stats, "mnb") == path, stats
 
 
 def test_decoder_layer_is_one_group():
@@ -652,7 +654,8 @@ def test_decoder_layer_is_one_group():
     [group] = stats["groups"]
     assert group["nodes"] == 12 and group["runs"] == 4, group
     assert group["failures"] == 0 and group["fallbacks"] == 0, group
-    assert group["node_paths"]["qkv"] == "MLX quantized matmul", group
+    from mlx_harness import node_path
+    assert node_path(stats, "qkv") == QUANTIZED, group
 
 
 @pytest.mark.parametrize("bits,bs,zp_form", [(4, 16, "uint8"), (4, 256, None), (8, 64, "uint8"),
