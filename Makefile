@@ -117,9 +117,11 @@ fuzz: $(LIB) $(DUMP)
 ASAN_BUILD   := build-asan
 ASAN_FLAGS   := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=address
 # one pytest per file, so that an ASan abort loses only the rest of that file; about 7 minutes
-# on 2 cores. Left out: the fuzz slice (the fuzz run below covers it) and test_cpu_kernels.py
-# (it rebuilds MLX's CPU kernels with g++ in fresh folders: 7 minutes, none of it plugin code).
-ASAN_TESTS   ?= $(filter-out tests/test_fuzz_slice.py tests/test_cpu_kernels.py,$(sort $(wildcard tests/test_*.py)))
+# on 2 cores. The test files live in one folder per room (tests/ops, tests/ep, tests/plan,
+# tests/cpu, tests/models). Left out: the fuzz slice (the fuzz run below covers it) and
+# test_cpu_kernels.py (it rebuilds MLX's CPU kernels with g++ in fresh folders: 7 minutes, none
+# of it plugin code).
+ASAN_TESTS   ?= $(filter-out tests/ops/test_fuzz_slice.py tests/cpu/test_cpu_kernels.py,$(sort $(wildcard tests/*/test_*.py)))
 ASAN_FUZZ_CASES ?= 300
 ASAN_ENV = LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CXX) -print-file-name=libstdc++.so)" \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:log_path=$(CURDIR)/$(ASAN_BUILD)/logs/asan \

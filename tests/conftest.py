@@ -1,6 +1,6 @@
 """pytest configuration: make the checkout's tests/ importable for the shared harness, and switch
 the path trial off (ONNXRUNTIME_EP_MLX_NO_PATH_TRIAL=1) so that a group's compiled/eager run
-counts are deterministic; tests/test_plan_compile.py switches it back on to test the trial.
+counts are deterministic; tests/plan/test_compile.py switches it back on to test the trial.
 Tests marked cpu_device run their sessions on MLX's CPU device whatever MLX's default is."""
 import os
 import sys

@@ -7,6 +7,12 @@ nodes may stay on CPU, disables CPU fallback so that session creation fails if a
 """
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -15,6 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 import onnxruntime_ep_mlx as mlx
 
 EP = mlx.EP_NAME
+TESTS = os.path.dirname(os.path.abspath(__file__))  # this folder: children import the harness
 
 
 def make_model(nodes, inputs, outputs, initializers=(), opset=17, domains=None, ir_version=None):
@@ -70,40 +77,130 @@ def assignment(session):
     return placed
 
 
-def run_with_paths(model, feeds, capfd, optimize=True):
-    """Runs `model` on ORT's CPU provider and on the MLX EP (verbose, no CPU fallback); returns
-    (MLX outputs, CPU outputs, the EP's verbose log, which names each node's noted path).
-    optimize=False: both sessions see the nodes as written (ORT's graph optimisations off)."""
-    import gc
-    ref = cpu_session(model, optimize).run(None, feeds)
-    capfd.readouterr()
-    s = mlx_session(model, allow_cpu=False, provider_options={"verbose": "1"}, optimize=optimize)
-    got = s.run(None, feeds)
-    del s
-    gc.collect()  # the summary is printed when the session is released
-    return got, ref, capfd.readouterr().err
+class Recorded:
+    """An all-MLX session (no CPU fallback unless allow_cpu) that writes the EP's run record:
+    the JSON the stats_file option writes when ORT releases the EP (src/ep/stats.c: per group
+    its path, the node that decided it, run and cache counts, and per noted node the path its
+    translation took, as src/plan/node_path.h's identifiers). Run `session`, then `close()`
+    (hold no other reference to the session) returns the parsed record."""
+
+    def __init__(self, model, allow_cpu=False, provider_options=None, optimize=True):
+        import os
+        import tempfile
+        fd, self.path = tempfile.mkstemp(suffix=".json", prefix="mlx-stats-")
+        os.close(fd)
+        try:
+            self.session = mlx_session(model, allow_cpu,
+                                       {**(provider_options or {}), "stats_file": self.path},
+                                       optimize=optimize)
+        except BaseException:
+            os.unlink(self.path)
+            raise
+
+    def close(self):
+        import gc
+        import json
+        import os
+        try:
+            del self.session
+            gc.collect()  # the record is written when ORT releases the EP
+            with open(self.path) as f:
+                return json.load(f)
+        finally:
+            os.unlink(self.path)
 
 
 def run_with_stats(model, feeds, runs=1, provider_options=None, optimize=True):
     """Runs `model` on the MLX EP `runs` times (no CPU fallback) and returns (outputs of the
-    last run, the EP's run record): the JSON the stats_file option writes when the session ends
-    (src/ep/stats.h: per group its path, path_reason, run and cache counts, node_paths)."""
-    import gc
-    import json
-    import os
-    import tempfile
-    fd, path = tempfile.mkstemp(suffix=".json", prefix="mlx-stats-")
-    os.close(fd)
-    try:
-        s = mlx_session(model, provider_options={**(provider_options or {}), "stats_file": path},
-                        optimize=optimize)
-        got = [s.run(None, feeds) for _ in range(runs)][-1]
+    last run, the EP's run record; see Recorded)."""
+    rec = Recorded(model, provider_options=provider_options, optimize=optimize)
+    got = [rec.session.run(None, feeds) for _ in range(runs)][-1]
+    return got, rec.close()
+
+
+def run_with_paths(model, feeds, optimize=True, provider_options=None):
+    """Runs `model` on ORT's CPU provider and on the MLX EP (no CPU fallback); returns
+    (MLX outputs, CPU outputs, the EP's run record), whose node paths `node_paths` reads.
+    optimize=False: both sessions see the nodes as written (ORT's graph optimisations off)."""
+    ref = cpu_session(model, optimize).run(None, feeds)
+    got, record = run_with_stats(model, feeds, provider_options=provider_options,
+                                 optimize=optimize)
+    return got, ref, record
+
+
+def _path(p):
+    return (p["path"], p["kernel"], tuple(p["folds"]))
+
+
+def node_paths(record):
+    """{node name: (path, kernel, folds)} over every group of a run record, for the nodes whose
+    translation noted a path (src/plan/node_path.h): path is host_kernel, epilogue, inside,
+    mlx_fused or composed; kernel a short id ("softmax", "conv_im2col") or None; folds a tuple
+    of what the kernel took in ("bias", "scale", "mask", "residual", "merge_heads")."""
+    return {name: _path(p) for g in record["groups"] for name, p in g["node_paths"].items()}
+
+
+def node_path(record, name):
+    """(path, kernel, folds) of node `name`, or None when it noted no path."""
+    return node_paths(record).get(name)
+
+
+def op_paths(record, op):
+    """The (path, kernel, folds) of every noted node of type `op` (for nodes ORT made itself,
+    whose names the test does not know)."""
+    return [_path(p) for g in record["groups"] for p in g["node_paths"].values()
+            if p["op"] == op]
+
+
+def host(kernel, *folds):
+    """A node path: one host kernel of its own (CPU device)."""
+    return ("host_kernel", kernel, tuple(folds))
+
+
+def run_recorded(model, shapes, env=None):
+    """Runs `model` (input x) once per shape in a child process (the environment switches are
+    read once per process); returns the fused groups of the EP's run record."""
+    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"compile-{os.getpid()}.onnx")
+    stats = path[:-len(".onnx")] + ".json"
+    with open(path, "wb") as f:
+        f.write(model.SerializeToString())
+    code = textwrap.dedent(f"""
+        import sys, numpy as np, onnxruntime as ort
+        sys.path.insert(0, {TESTS!r})
+        import onnxruntime_ep_mlx as mlx
+        so = mlx.session_options({{"stats_file": {stats!r}}})
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+        s = ort.InferenceSession({path!r}, so)
+        ref = ort.InferenceSession({path!r}, providers=["CPUExecutionProvider"])
+        for shape in {shapes!r}:
+            x = (np.random.default_rng(len(shape)).random(shape, dtype=np.float32) - 0.5)
+            got, want = s.run(None, {{"x": x}})[0], ref.run(None, {{"x": x}})[0]
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
         del s
-        gc.collect()  # the record is written when ORT releases the EP
-        with open(path) as f:
-            return got, json.load(f)
-    finally:
-        os.unlink(path)
+    """)
+    full_env = dict(os.environ, ONNXRUNTIME_EP_MLX_NO_PATH_TRIAL="1")
+    full_env.update(env or {})
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env)
+    os.unlink(path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    with open(stats) as f:
+        groups = json.load(f)["groups"]
+    os.unlink(stats)
+    assert groups
+    return groups
+
+
+def counts(g, *names):
+    """The group's counters, e.g. counts(g, "compiled_runs", "fallbacks")."""
+    return tuple(g[n] for n in names)
+
+
+def only_group(record):
+    """The record's single fused group (asserting there is exactly one)."""
+    groups = record["groups"]
+    assert len(groups) == 1, groups
+    return groups[0]
 
 
 def run_on_mlx(model, feeds, allow_cpu=False, provider_options=None):

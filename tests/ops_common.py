@@ -1,4 +1,4 @@
-"""Helpers shared by the per-family operator tests (tests/test_ops_*.py), on top of the harness.
+"""Helpers shared by the per-family operator tests (tests/ops/test_*.py), on top of the harness.
 
 `check` runs one model built for a given dtype on MLX and compares it with ORT's CPU provider,
 with tolerances that loosen for float16/bfloat16. ORT's CPU provider lacks most bfloat16
@@ -160,30 +160,24 @@ def declines_without_cpu_kernel(model, tmp_path, match):
     return {d["name"]: d["reason"] for d in json.loads(report.read_text())["declined"]}
 
 
-def check_compiled(model, feed_sets, capfd, path="shapeless", rtol=1e-5, atol=1e-6):
+def check_compiled(model, feed_sets, path="shapeless", rtol=1e-5, atol=1e-6):
     """Runs one MLX session on several feed sets (e.g. different batch sizes through symbolic
-    dims), compares each run with ORT's CPU provider, then reads the EP's verbose session summary
-    (printed to stderr when the session is released) and asserts the single fused group took
-    `path` with every run compiled and no fallback to eager translation. Runs whose inputs hold a
-    zero-size dim are expected eager on every compiled path (src/plan/run.c: MLX's shapeless
-    replay mis-broadcasts empty dims, and its CUDA compiled kernels fault on them)."""
-    import gc
-
-    s = harness.mlx_session(model, provider_options={"verbose": "1"})
+    dims), compares each run with ORT's CPU provider, then reads the EP's run record (written
+    when the session is released) and asserts the single fused group took `path` with every run
+    compiled and no fallback to eager translation. Runs whose inputs hold a zero-size dim are
+    expected eager on every compiled path (src/plan/run.c: MLX's shapeless replay mis-broadcasts
+    empty dims, and its CUDA compiled kernels fault on them). Returns the group's record."""
+    rec = harness.Recorded(model)
     cpu = harness.cpu_session(model)
     for feeds in feed_sets:
-        _compare(s.run(None, feeds), cpu.run(None, feeds), rtol, atol)
-    capfd.readouterr()
-    del s
-    gc.collect()
-    err = capfd.readouterr().err
-    lines = [ln for ln in err.splitlines() if " nodes, path " in ln]
-    assert len(lines) == 1, err
+        _compare(rec.session.run(None, feeds), cpu.run(None, feeds), rtol, atol)
+    group = harness.only_group(rec.close())
     empty = sum(1 for f in feed_sets if any(np.asarray(v).size == 0 for v in f.values()))
     runs = len(feed_sets) - empty
-    assert f"path {path} (" in lines[0], lines[0]
-    assert f"compiled {runs}, eager {empty}" in lines[0] and "fallbacks 0" in lines[0], lines[0]
-    return lines[0]
+    assert group["path"] == path and not group["turned_eager"], group
+    assert (group["compiled_runs"], group["eager_runs"], group["fallbacks"]) == (runs, empty, 0), \
+        group
+    return group
 
 
 def wide(dtype):

@@ -15,7 +15,7 @@ import onnxruntime as ort
 from onnx import TensorProto
 
 import onnxruntime_ep_mlx as mlx
-from mlx_harness import EP, assignment, mlx_session
+from mlx_harness import EP, Recorded, assignment, mlx_session
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 MS = {"com.microsoft": 1}
@@ -112,18 +112,13 @@ def f32(a):
     return np.asarray(a).astype(np.float32)
 
 
-def group_summaries(model, feed_list, capfd):
-    """Runs every feed dict through one all-MLX session with the EP's verbose summary on and
-    returns (outputs per run, the summary lines of the fused groups) -- the lines say which
-    compile path each group took, its traces and its fallbacks to eager."""
-    import gc
-    capfd.readouterr()
-    s = mlx_session(model, allow_cpu=False, provider_options={"verbose": "1"})
-    placed = assignment(s)
+def group_records(model, feed_list):
+    """Runs every feed dict through one all-MLX session and returns (outputs per run, the fused
+    groups of the EP's run record): each says which compile path the group took, its traces,
+    cache hits and misses, and its fallbacks to eager."""
+    rec = Recorded(model)
+    placed = assignment(rec.session)
     for n in model.graph.node:
         assert placed.get(n.name) == EP, f"node {n.name!r} ran on {placed.get(n.name)}"
-    outs = [run(s, f) for f in feed_list]
-    del s
-    gc.collect()
-    err = capfd.readouterr().err
-    return outs, [ln for ln in err.splitlines() if " nodes, path " in ln]
+    outs = [run(rec.session, f) for f in feed_list]
+    return outs, rec.close()["groups"]

@@ -8,7 +8,7 @@
  * of im2col columns is one product per kernel tap over shifted blocks of the flattened input;
  * any other ungrouped one is an im2col copy (conv_im2col.c) and one product over its packed
  * weight; and a ConvTranspose whose kernel equals its stride is one matrix product whose columns
- * interleave back into space. Each notes its path for the verbose summary. Measured in
+ * interleave back into space. Each notes its path (node_path.h) for the run record. Measured in
  * docs/BENCHMARKS.md (PP-OCR's depthwise and pointwise layers, PP-OCRv4 det's upsamplers, rec's
  * stem and neck); the GPU keeps MLX's own convolution. Each form's weight operand (per-tap rows,
  * the transposed matrix, the packed im2col matrix) is made from a constant weight once at plan
@@ -86,7 +86,8 @@ int cpu_conv_depthwise(tr_ctx *t, mx_array x, mx_array w, mx_array rows, mx_arra
                    mx_dim(bias, 0) == g.c;
   TR_TRY(cpu_conv_depthwise_loop(t, x, rows, fuse_bias ? bias : NULL, &g, y));
   if (bias && !fuse_bias) TR_TRY(mx_binary(t->mx, y, MX_ADD, *y, bias));
-  tr_note_path(t, fuse_bias ? "depthwise loop with bias (CPU)" : "depthwise loop (CPU)");
+  tr_note_path(t, TR_PATH_HOST_KERNEL, "conv_depthwise", fuse_bias ? TR_FOLD_BIAS : 0,
+               fuse_bias ? "depthwise loop with bias (CPU)" : "depthwise loop (CPU)");
   return MX_OK;
 }
 
@@ -148,14 +149,16 @@ int cpu_conv_pointwise(tr_ctx *t, mx_array x, mx_array w, mx_array wm, mx_array 
     /* the kernel takes x's leading axes as rows itself: no reshape either side (each is an
      * operation of the Run's graph) */
     TR_TRY(cpu_matmul_build(t, x, w2, packed, fuse_bias ? bias : NULL, y));
-    tr_note_path(t, fuse_bias ? "pointwise matmul on packed weight with bias (CPU)"
-                              : "pointwise matmul on packed weight (CPU)");
+    tr_note_path(t, TR_PATH_HOST_KERNEL, "conv_pointwise_packed", fuse_bias ? TR_FOLD_BIAS : 0,
+                 fuse_bias ? "pointwise matmul on packed weight with bias (CPU)"
+                           : "pointwise matmul on packed weight (CPU)");
     return bias && !fuse_bias ? mx_binary(t->mx, y, MX_ADD, *y, bias) : MX_OK;
   }
   TR_TRY(mx_reshape(t->mx, &x2, x, rows, 2));
   if (fuse_bias) TR_TRY(mx_addmm(t->mx, &x2, bias, x2, w2));
   else TR_TRY(mx_matmul(t->mx, &x2, x2, w2));
-  tr_note_path(t, fuse_bias ? "pointwise matmul with bias (CPU)" : "pointwise matmul (CPU)");
+  tr_note_path(t, TR_PATH_COMPOSED, "conv_pointwise", fuse_bias ? TR_FOLD_BIAS : 0,
+               fuse_bias ? "pointwise matmul with bias (CPU)" : "pointwise matmul (CPU)");
   shape[rank - 1] = o;
   TR_TRY(mx_reshape(t->mx, y, x2, shape, rank));
   return bias && !fuse_bias ? mx_binary(t->mx, y, MX_ADD, *y, bias) : MX_OK;
@@ -246,7 +249,8 @@ int cpu_conv_taps_gemm(tr_ctx *t, mx_array x, mx_array w, mx_array mats, mx_arra
   for (int i = 0; i < nd; i++)
     if (out[i] != padded[i]) TR_TRY(tr_slice_axis(t, acc, i + 1, 0, out[i], &acc));
   if (bias && !fuse_bias) TR_TRY(mx_binary(t->mx, &acc, MX_ADD, acc, bias));
-  tr_note_path(t, fuse_bias ? "taps gemm with bias (CPU)" : "taps gemm (CPU)");
+  tr_note_path(t, TR_PATH_COMPOSED, "conv_taps", fuse_bias ? TR_FOLD_BIAS : 0,
+               fuse_bias ? "taps gemm with bias (CPU)" : "taps gemm (CPU)");
   *y = acc;
   return MX_OK;
 }
@@ -296,7 +300,8 @@ int cpu_conv_im2col(tr_ctx *t, mx_array x, mx_array w, mx_array packed, mx_array
   TR_TRY(cpu_matmul_build(t, cols, w2, packed, fuse_bias ? bias : NULL, y));
   TR_TRY(mx_reshape(t->mx, y, *y, shape, nd + 2));
   if (bias && !fuse_bias) TR_TRY(mx_binary(t->mx, y, MX_ADD, *y, bias));
-  tr_note_path(t, fuse_bias ? "im2col product with bias (CPU)" : "im2col product (CPU)");
+  tr_note_path(t, TR_PATH_HOST_KERNEL, "conv_im2col", fuse_bias ? TR_FOLD_BIAS : 0,
+               fuse_bias ? "im2col product with bias (CPU)" : "im2col product (CPU)");
   return MX_OK;
 }
 
@@ -347,7 +352,8 @@ int cpu_conv_transpose(tr_ctx *t, mx_array x, mx_array w, mx_array wm, int nd,
       TR_TRY(mx_pad(t->mx, &x2, x2, lo, hi, nd + 2, zero));
     }
   }
-  tr_note_path(t, "non-overlapping transpose matmul (CPU)");
+  tr_note_path(t, TR_PATH_COMPOSED, "conv_transpose_unfold", 0,
+               "non-overlapping transpose matmul (CPU)");
   *y = x2;
   return MX_OK;
 }

@@ -11,6 +11,7 @@
  */
 #include "cpu/patterns.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -324,9 +325,11 @@ static bool step_at(tr_ctx *t, const ir_node *n, cpu_chain_step *step, int *in, 
     return true;
   }
   if (strcmp(n->op_type, "Clip") == 0) {
-    lo = -INFINITY, hi = INFINITY;
+    /* an absent bound is float32's range (the opset 6 defaults; from 11 the type's limits),
+     * so an infinity is clamped to it */
+    lo = -FLT_MAX, hi = FLT_MAX;
     if (n->since_version < 11) {
-      lo = ir_attr_float(n, "min", -INFINITY), hi = ir_attr_float(n, "max", INFINITY);
+      lo = ir_attr_float(n, "min", -FLT_MAX), hi = ir_attr_float(n, "max", FLT_MAX);
     } else if ((ir_has_input(n, 1) && !constant_scalar(t, n->inputs[1], 1, &lo)) ||
                (ir_has_input(n, 2) && !constant_scalar(t, n->inputs[2], 1, &hi))) {
       return false;

@@ -67,6 +67,7 @@ OrtStatus *ep_create(ep_factory *factory, const OrtSessionOptions *so, const Ort
     ep->blas = notes.blas;
     ep->blas_as_built = notes.blas_as_built;
     ep->host_kernels = cpu_host_kernels_enabled();
+    ep->cache_limit_mib = notes.cache_limit_mb; /* the run record's cpu_cache_limit_mb */
     report_cpu_setup(ep, &notes);
   }
   OrtEp *b = &ep->base;
@@ -99,9 +100,9 @@ static void print_summary(const mlx_ep *ep) {
             (unsigned long long)s->bytes_in, (unsigned long long)s->bytes_out,
             (unsigned long long)s->host_reads);
     for (int n = 0; n < p->g->n_nodes; n++)
-      if (p->node_paths[n])
+      if (p->node_paths[n].kind != TR_PATH_NONE)
         fprintf(stderr, "[%s]     node '%s' (%s): %s\n", EP_NAME, p->g->nodes[n].name,
-                p->g->nodes[n].op_type, p->node_paths[n]);
+                p->g->nodes[n].op_type, p->node_paths[n].note);
   }
 }
 

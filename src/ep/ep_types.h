@@ -58,6 +58,7 @@ typedef struct mlx_ep {
   const char *blas;    /* CPU device: which library serves them, in words (cpu/cpu.h); else NULL */
   bool blas_as_built;  /* that library is the one the build chose (not a BLAS bound before us) */
   bool host_kernels;   /* CPU device: the CPU room's host kernels are on (cpu/cpu.h) */
+  size_t cache_limit_mib; /* MLX's buffer cache limit as this EP left it (0: not touched) */
   struct plan **plans; /* every plan compiled for this session; the EP owns them */
   int n_plans, cap_plans;
 } mlx_ep;

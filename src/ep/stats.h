@@ -1,9 +1,11 @@
 /*
- * The session's run record as JSON (the stats_file option): per fused group its path and why,
- * run counts, cache hits and misses, traces, fallbacks, host reads and each fast-kernel node's
- * path, the library serving MLX's CPU matrix products (blas), and the bridge objects still alive
- * after the session freed its plans. Written when ORT releases the EP; tests read it instead of
- * the verbose summary's prose.
+ * The session's run record as JSON (the stats_file option): the buffer cache limit the EP set;
+ * per fused group its path and why (the node whose compile class decided it, what turned it
+ * eager, the path trial's outcome), run counts, cache hits and misses, traces, fallbacks, host
+ * reads and each noted node's path as node_path.h's identifiers; the library serving MLX's CPU
+ * matrix products (blas); and the bridge objects still alive after the session freed its plans.
+ * Written when ORT releases the EP; tests and tools read it instead of the verbose summary's
+ * prose.
  */
 #ifndef EP_STATS_H
 #define EP_STATS_H

@@ -4,8 +4,10 @@
  * returns MX_OK or an error code, writes its result through `out`, and on failure leaves a message
  * in ctx->error (C++ exceptions are caught inside the bridge and never cross into C). Arrays are
  * handles owned by the arena the context points at when they are created; freeing the arena frees
- * them all at once, so C code never frees an array by hand. The bridge holds no translation logic:
- * ONNX semantics live in src/ops/.
+ * them all at once, so C code never frees an array by hand. A handle's array never changes once
+ * made: no call rewrites the handles it is given. The bridge holds no translation logic: ONNX
+ * semantics live in src/ops/. It is implemented by the .cpp files beside this header, split by
+ * the sections below (mx_internal.hpp is their private header).
  */
 #ifndef MX_H
 #define MX_H
@@ -82,6 +84,28 @@ bool mx_dtype_is_float(mx_dtype dtype);
 bool mx_dtype_is_signed_int(mx_dtype dtype);
 bool mx_dtype_is_unsigned_int(mx_dtype dtype);
 
+/* --- layout policy ----------------------------------------------------------------------- */
+/* Rules about memory layout the bridge can apply around MLX's operations, for devices whose
+ * kernels run fast only over some layouts; the same values either way. A device's room sets its
+ * device's policy once at set-up; a device without one gets none of the rules (each entry point
+ * then builds exactly the MLX operation it names). src/mlx/layout.cpp describes each rule. */
+typedef struct mx_layout_policy {
+  /* Elementwise operations: when an operand stands this many elementwise operations deep, every
+   * operand at least half as deep is made contiguous first, a fusion barrier placed by the bridge
+   * instead of where MLX's compile depth limit falls; 0: no barriers. */
+  int fuse_barrier_at;
+  /* Elementwise operations over one transpose of arrays beneath (others broadcasting against it,
+   * single values aside) run on the arrays beneath and transpose the result. */
+  bool sink_transposes;
+  /* Elementwise operands of one element with dimensions become rank 0 where the result's rank
+   * allows. */
+  bool single_values_as_scalars;
+  /* Reductions over a transposed view run on the array beneath. */
+  bool reduce_beneath_transposes;
+} mx_layout_policy;
+/* Replaces `device`'s policy (NULL: none, the default). Process-wide; later calls win. */
+void mx_set_layout_policy(mx_device device, const mx_layout_policy *policy);
+
 /* --- array facts (no failure possible) ---------------------------------------------------- */
 int mx_ndim(mx_array a);
 const int *mx_shape(mx_array a); /* mx_ndim(a) entries */
@@ -103,7 +127,8 @@ int mx_arange(mx_ctx *ctx, mx_array *out, double start, double stop, double step
 /* --- evaluation and host access ----------------------------------------------------------- */
 int mx_eval(mx_ctx *ctx, const mx_array *arrays, size_t count);
 int mx_copy_to_host(mx_ctx *ctx, mx_array a, void *dst, size_t dst_bytes); /* evals, row-major */
-int mx_host_data(mx_ctx *ctx, mx_array a, const void **data); /* evals; valid while a lives */
+/* evals; valid while a lives (a row-major copy, when a is a strided view, is kept with a) */
+int mx_host_data(mx_ctx *ctx, mx_array a, const void **data);
 
 /* --- elementwise -------------------------------------------------------------------------- */
 int mx_unary(mx_ctx *ctx, mx_array *out, mx_unary_op op, mx_array a);
@@ -175,6 +200,15 @@ int mx_rms_norm(mx_ctx *ctx, mx_array *out, mx_array x, mx_array weight, float e
 int mx_conv(mx_ctx *ctx, mx_array *out, mx_array input, mx_array weight, const int *strides,
             const int *pad_low, const int *pad_high, const int *kernel_dilation,
             const int *input_dilation, int spatial, int groups, bool flip);
+
+/* --- quantized matrix products (llm_quant family) ---------------------------------------- */
+/* x @ w^T for a weight w [N, K] in MLX's affine format: w packed in uint32 words along K (each
+ * word holds 32 / bits values, the first in the lowest bits), and per group of group_size values
+ * along K a scale and a bias (scales, biases [N, K / group_size]): value = scale * q + bias.
+ * group_size 32, 64 or 128; bits 2, 3, 4, 5, 6 or 8; x's last dimension is K. biases may be NULL
+ * only in MLX's non-affine modes, so callers pass them. */
+int mx_quantized_matmul(mx_ctx *ctx, mx_array *out, mx_array x, mx_array w, mx_array scales,
+                        mx_array biases, int group_size, int bits);
 
 /* --- axis insertion and removal (shape family) -------------------------------------------- */
 /* Rank-only reshapes with their own MLX primitives, so they stay valid under shapeless compile.

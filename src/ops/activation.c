@@ -142,10 +142,11 @@ static int hard_sigmoid_host(tr_ctx *t, const ir_node *n, mx_array x, double alp
                            {CPU_CHAIN_CLIP, 0.0f, 1.0f}};
   if (cpu_match_only_reader(t, n->inputs[0]) == n) TR_TRY(cpu_chain_fold(t, x, steps, 3, y));
   if (*y) {
-    tr_note_path(t, "the epilogue of the kernel computing its input (CPU)");
+    tr_note_path(t, TR_PATH_EPILOGUE, "chain", 0,
+                 "the epilogue of the kernel computing its input (CPU)");
   } else if (mx_size(x) >= CPU_CHAIN_MIN_ELEMENTS) {
     TR_TRY(cpu_chain_build(t, x, steps, 3, y));
-    tr_note_path(t, "host kernel (CPU)");
+    tr_note_path(t, TR_PATH_HOST_KERNEL, "chain", 0, "host kernel (CPU)");
   }
   return MX_OK;
 }
@@ -338,12 +339,14 @@ static int translate_softmax(tr_ctx *t, const ir_node *n, const op_row *r) {
       cpu_match_softmax_input_of(t, n, &in);
       mx_array mask = in.mask != IR_NONE ? t->values[in.mask] : NULL;
       TR_TRY(cpu_softmax_last(t, t->values[in.scores], in.scale, mask, &y));
-      tr_note_path(t, mask ? "host kernel, scale and mask folded in (CPU)"
-                      : in.scale != 1.0f ? "host kernel, scale folded in (CPU)"
-                                         : "host kernel (CPU)");
+      tr_note_path(t, TR_PATH_HOST_KERNEL, "softmax",
+                   (mask ? TR_FOLD_MASK : 0) | (in.scale != 1.0f ? TR_FOLD_SCALE : 0),
+                   mask ? "host kernel, scale and mask folded in (CPU)"
+                   : in.scale != 1.0f ? "host kernel, scale folded in (CPU)"
+                                      : "host kernel (CPU)");
     } else if (cpu_fast_applies(t, x)) { /* MLX's CPU softmax runs its scalar exp */
       TR_TRY(cpu_fast_softmax(t, x, axes, k, &y));
-      tr_note_path(t, "composed (CPU)");
+      tr_note_path(t, TR_PATH_COMPOSED, "fastmath", 0, "composed (CPU)");
     } else {
       TR_TRY(mx_softmax(t->mx, &y, x, axes, k));
     }

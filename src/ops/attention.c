@@ -234,7 +234,7 @@ static int translate_attention(tr_ctx *t, const ir_node *n, const op_row *r) {
     bias = NULL;
     if (causal && !aligned) TR_TRY(build_bias(t, n, b, sq, total, past, in_t, &bias));
     TR_TRY(mx_sdpa(t->mx, &y, q, k, v, (float)scale, aligned, bias));
-    tr_note_path(t, "fast sdpa");
+    tr_note_path(t, TR_PATH_MLX_FUSED, "sdpa", 0, "fast sdpa");
   } else {
     static const int last = -1;
     mx_array qk, s, probs, f, zero, ninf;
@@ -274,7 +274,7 @@ static int translate_attention(tr_ctx *t, const ir_node *n, const op_row *r) {
       TR_TRY(cast(t, &out, tr_out_dtype(t, OUT_QK)));
       TR_TRY(tr_out(t, OUT_QK, out));
     }
-    tr_note_path(t, "composed");
+    tr_note_path(t, TR_PATH_COMPOSED, NULL, 0, "composed");
   }
   if (rank == 3) {
     static const int perm[4] = {0, 2, 1, 3};

@@ -66,7 +66,7 @@ static int conv_channels_last(tr_ctx *t, mx_array x, mx_array w, int nd,
       rc = mx_conv(t->mx, &parts[g], xg, wg, stride, lo, hi, kdil, idil, nd, 1, flip);
   }
   if (rc == MX_OK) rc = mx_concatenate(t->mx, y, parts, (size_t)groups, nd + 1);
-  if (rc == MX_OK) tr_note_path(t, "group by group");
+  if (rc == MX_OK) tr_note_path(t, TR_PATH_COMPOSED, "conv_by_group", 0, "group by group");
   free(parts);
   return rc;
 }
@@ -97,7 +97,10 @@ static int conv_attrs(tr_ctx *t, const ir_node *n, mx_array x, mx_array w, win_a
                      win_fmt(wa->kernel, nd, a, sizeof a), win_fmt(k, nd, b, sizeof b));
   for (int i = 0; i < nd; i++) wa->kernel[i] = k[i];
   int64_t g = ir_attr_int(n, "group", 1);
-  if (g < 1 || g > mx_dim(x, 1)) return tr_fail(t, "group %lld is out of range", (long long)g);
+  /* with no input channels any group count splits them (into nothing): each output is then
+   * the bias alone, as the spec's empty sums give and ORT's CPU kernels answer */
+  if (g < 1 || (mx_dim(x, 1) > 0 && g > mx_dim(x, 1)))
+    return tr_fail(t, "group %lld is out of range", (long long)g);
   *groups = (int)g;
   return MX_OK;
 }
@@ -342,6 +345,19 @@ static int prepare_conv_transpose(tr_ctx *t, const ir_node *n, const op_row *r) 
   return keep_weight(t, n, w, true);
 }
 
+/* ConvTranspose of an x holding no elements: every output sums nothing, so it is zero plus the
+ * bias (MLX's convolution would leave such an output unwritten). W [C, M/group, k...]. */
+static int transpose_of_empty(tr_ctx *t, mx_array x, mx_array w, int nd, int groups,
+                              const int *out) {
+  int shape[MX_MAX_RANK];
+  shape[0] = mx_dim(x, 0), shape[nd + 1] = mx_dim(w, 1) * groups;
+  for (int i = 0; i < nd; i++) shape[i + 1] = out[i];
+  mx_array zero, y;
+  TR_TRY(mx_scalar(t->mx, &zero, 0, mx_dtype_of(x)));
+  TR_TRY(mx_full(t->mx, &y, shape, nd + 2, zero));
+  return finish(t, y, tr_in(t, 2));
+}
+
 static int translate_conv_transpose(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)r;
   mx_array x = tr_in(t, 0), w = tr_in(t, 1), y;
@@ -370,6 +386,8 @@ static int translate_conv_transpose(tr_ctx *t, const ir_node *n, const op_row *r
     lo[i] = l > 0 ? (int)l : 0, hi[i] = h > 0 ? (int)h : 0;
     crop[i] = l < 0 ? (int)-l : 0, out[i] = (int)o, heads[i] = (int)head;
   }
+  if (mx_size(x) == 0) /* no channels (or no batch): sums of nothing, the bias alone */
+    return transpose_of_empty(t, x, w, nd, groups, out);
   mx_array prepared = tr_derived(t, 0), form = tr_derived(t, 1);
   if (prepared) w = prepared;
   else TR_TRY(regroup_transposed_weight(t, w, groups, &w));

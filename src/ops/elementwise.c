@@ -19,6 +19,7 @@
 #include "ops/lowbit.h"
 #include "plan/translate.h"
 
+#include <float.h>
 #include <string.h>
 
 /* --- claims ------------------------------------------------------------------------------ */
@@ -255,19 +256,29 @@ static int translate_variadic(tr_ctx *t, const ir_node *n, const op_row *r) {
   return tr_out_cast(t, 0, acc);
 }
 
-/* Clip before opset 11: `min` and `max` attributes (absent: unbounded on that side). */
+/* Clip before opset 11: `min` and `max` attributes, whose defaults are -/+3.402823e+38 (float32's
+ * range): an infinity is clamped to them, a float16 one stays (the default becomes inf). */
 static int translate_clip_attr(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)r;
-  mx_array x = tr_in(t, 0), lo = NULL, hi = NULL, y;
+  mx_array x = tr_in(t, 0), lo, hi, y;
   bool done;
   TR_TRY(op_translate_chain(t, n, &done));
   if (done) return MX_OK;
-  const ir_attr *amin = ir_find_attr(n, "min"), *amax = ir_find_attr(n, "max");
-  if (!amin && !amax) return tr_out(t, 0, x);
-  if (amin) TR_TRY(tr_scalar(t, &lo, amin->f, mx_dtype_of(x)));
-  if (amax) TR_TRY(tr_scalar(t, &hi, amax->f, mx_dtype_of(x)));
+  TR_TRY(tr_scalar(t, &lo, ir_attr_float(n, "min", -FLT_MAX), mx_dtype_of(x)));
+  TR_TRY(tr_scalar(t, &hi, ir_attr_float(n, "max", FLT_MAX), mx_dtype_of(x)));
   TR_TRY(mx_clip(t->mx, &y, x, lo, hi));
   return tr_out_cast(t, 0, y);
+}
+
+/* The bound an absent Clip min (or max) stands for from opset 11: the type's lowest (highest)
+ * value, so that -inf (+inf) is clamped to it, as the spec says and ONNX Runtime does. Integers
+ * need none: no value lies beyond their range. */
+static int clip_default(tr_ctx *t, mx_dtype d, bool upper, mx_array *out) {
+  double v = d == MX_FLOAT16 ? 65504.0 : d == MX_BFLOAT16 ? 3.3895313892515355e38
+           : d == MX_FLOAT32 ? FLT_MAX : DBL_MAX;
+  *out = NULL;
+  if (!mx_dtype_is_float(d)) return MX_OK;
+  return tr_scalar(t, out, upper ? v : -v, d);
 }
 
 /* Clip from opset 11: optional scalar inputs min and max. MLX's clip is max then min, so
@@ -286,6 +297,8 @@ static int translate_clip_inputs(tr_ctx *t, const ir_node *n, const op_row *r) {
       return tr_fail(t, "Clip %s must be a scalar", i ? "max" : "min");
     if (mx_ndim(bound[i]) == 1) TR_TRY(mx_squeeze(t->mx, &bound[i], bound[i], &axis0, 1));
   }
+  for (int i = 0; i < 2; i++)
+    if (!bound[i]) TR_TRY(clip_default(t, mx_dtype_of(x), i == 1, &bound[i]));
   if (!bound[0] && !bound[1]) return tr_out(t, 0, x);
   TR_TRY(mx_clip(t->mx, &y, x, bound[0], bound[1]));
   return tr_out_cast(t, 0, y);
@@ -393,7 +406,8 @@ static int translate_add(tr_ctx *t, const ir_node *n, const op_row *r) {
                    mx_dim(scale, 0) == mx_dim(x, -1) && mx_dim(bias, 0) == mx_dim(x, -1);
     if (vectors) {
       TR_TRY(cpu_layer_norm_last(t, x, NULL, scale, bias, ln.eps, &y));
-      tr_note_path(t, "last of a layer normalisation's nine nodes: one host kernel (CPU)");
+      tr_note_path(t, TR_PATH_HOST_KERNEL, "layer_norm", 0,
+                   "last of a layer normalisation's nine nodes: one host kernel (CPU)");
       return tr_out_cast(t, 0, y);
     }
   }
@@ -411,8 +425,10 @@ static int translate_add(tr_ctx *t, const ir_node *n, const op_row *r) {
       bool packed = mx_is_host_kernel(product); /* cpu/matmul.c's, with a packed weight */
       TR_TRY(mx_fold_into_product(t->mx, &y, product, bias));
       if (!y) continue;
-      tr_note_path(t, packed ? "folded into the MatMul (packed weight)"
-                             : "folded into the MatMul (addmm)");
+      if (packed)
+        tr_note_path(t, TR_PATH_EPILOGUE, "bias", 0, "folded into the MatMul (packed weight)");
+      else
+        tr_note_path(t, TR_PATH_MLX_FUSED, "addmm", 0, "folded into the MatMul (addmm)");
       return tr_out(t, 0, y);
     }
     bool done;
@@ -436,6 +452,8 @@ typedef struct spelled_activation {
   bool gelu;
   float beta; /* Swish's */
   const char *as_epilogue, *as_kernel; /* path notes */
+  const char *kernel;                  /* the path's kernel id */
+  unsigned folds;                      /* TR_FOLD_SCALE: Swish's beta */
 } spelled_activation;
 
 static int translate_spelled(tr_ctx *t, int x, const spelled_activation *a) {
@@ -444,10 +462,10 @@ static int translate_spelled(tr_ctx *t, int x, const spelled_activation *a) {
   if (xv->readers == 2 && !xv->is_graph_output)
     TR_TRY(a->gelu ? cpu_gelu_fold(t, in, &y) : cpu_swish_fold(t, in, a->beta, &y));
   if (y) {
-    tr_note_path(t, a->as_epilogue);
+    tr_note_path(t, TR_PATH_EPILOGUE, a->kernel, a->folds, a->as_epilogue);
   } else {
     TR_TRY(a->gelu ? cpu_gelu(t, in, &y) : cpu_swish(t, in, a->beta, &y));
-    tr_note_path(t, a->as_kernel);
+    tr_note_path(t, TR_PATH_HOST_KERNEL, a->kernel, a->folds, a->as_kernel);
   }
   return tr_out_cast(t, 0, y);
 }
@@ -459,7 +477,7 @@ static int translate_mul(tr_ctx *t, const ir_node *n, const op_row *r) {
     spelled_activation gelu = {
         true, 0.0f,
         "last of a Gelu's five nodes: the epilogue of the kernel computing its input (CPU)",
-        "last of a Gelu's five nodes: one host kernel (CPU)"};
+        "last of a Gelu's five nodes: one host kernel (CPU)", "gelu", 0};
     return translate_spelled(t, x, &gelu);
   }
   float beta = 1.0f;
@@ -467,10 +485,11 @@ static int translate_mul(tr_ctx *t, const ir_node *n, const op_row *r) {
   if (x != IR_NONE && cpu_kernel_applies(t, t->values[x])) {
     spelled_activation swish = {
         false, beta, "Swish, x * Sigmoid(x): the epilogue of the kernel computing x (CPU)",
-        "Swish, x * Sigmoid(x): one host kernel (CPU)"};
+        "Swish, x * Sigmoid(x): one host kernel (CPU)", "swish", 0};
     if (beta != 1.0f) {
       swish.as_epilogue = "x * Sigmoid(x * beta): the epilogue of the kernel computing x (CPU)";
       swish.as_kernel = "x * Sigmoid(x * beta): one host kernel (CPU)";
+      swish.folds = TR_FOLD_SCALE;
     }
     return translate_spelled(t, x, &swish);
   }

@@ -11,7 +11,9 @@ extern const op_row ops_elementwise_rows[]; /* arithmetic, comparison, logic, bi
 extern const op_row ops_activation_rows[];  /* Relu, Sigmoid, Tanh, Gelu, Softmax, ... */
 extern const op_row ops_math_rows[];        /* MatMul, Gemm */
 extern const op_row ops_shape_rows[];       /* Reshape, Transpose, Concat, Cast, Shape, ... */
-extern const op_row ops_index_rows[];       /* Slice, Gather */
+extern const op_row ops_pad_rows[];         /* Pad, CenterCropPad */
+extern const op_row ops_index_rows[];       /* Slice, Gather, Scatter*, OneHot */
+extern const op_row ops_value_shaped_rows[]; /* Compress, NonZero, Unique */
 extern const op_row ops_reduce_rows[];      /* Reduce*, ArgMax/ArgMin, CumSum/CumProd, TopK */
 extern const op_row ops_norm_rows[];        /* Layer/RMS/Group/Instance/MVN/Lp norms */
 extern const op_row ops_norm_channel_rows[]; /* BatchNormalization, LRN */
@@ -35,6 +37,10 @@ extern const op_row ops_control_rows[]; /* If, Loop, Scan (subgraphs unrolled) *
 extern const op_row ops_misc_nn_rows[]; /* RotaryEmbedding, NLL/SoftmaxCrossEntropy losses, MaxRoiPool */
 extern const op_row ops_deform_conv_rows[]; /* DeformConv (2-D) */
 extern const op_row ops_tfidf_rows[];       /* TfIdfVectorizer (integer pools) */
+extern const op_row ops_llm_quant_rows[];   /* MatMulNBits (com.microsoft) */
+extern const op_row ops_llm_rotary_rows[]; /* RotaryEmbedding (com.microsoft) */
+extern const op_row ops_llm_attention_rows[]; /* GroupQueryAttention (com.microsoft) */
+extern const op_row ops_llm_norm_rows[]; /* SimplifiedLayerNormalization, Skip(Simplified)LayerNormalization */
 
 /* Translators shared by several families (ops/common.c): one bridge op named by row->code,
  * its result cast to the declared output type. */
@@ -43,5 +49,12 @@ int op_translate_binary(struct tr_ctx *t, const ir_node *n, const op_row *r);
 /* When node n ends an elementwise chain with constants (cpu/patterns.h) on the CPU device, sets
  * its output to one host kernel over the chain and *done; otherwise leaves both alone. */
 int op_translate_chain(struct tr_ctx *t, const ir_node *n, bool *done);
+
+/* Claim helpers shared by several families (ops/common.c): a known rank MLX arrays can hold; a
+ * shape-valued input (constant, or of known length) of at most cap values. Both decline with
+ * a reason naming `what`. */
+bool op_rank_fits(const ir_value *v, const char *what, op_why why);
+bool op_ints_fit(const ir_graph *g, const ir_node *n, int i, size_t cap, const char *what,
+                 op_why why);
 
 #endif

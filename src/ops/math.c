@@ -81,7 +81,7 @@ static int translate_matmul(tr_ctx *t, const ir_node *n, const op_row *r) {
   if (mx_ndim(a) == 0 || mx_ndim(b) == 0) return tr_fail(t, "MatMul operands must have rank >= 1");
   if (cpu_matmul_applies(t, a, b, packed)) {
     TR_TRY(cpu_matmul_build(t, a, b, packed, NULL, &y));
-    tr_note_path(t, "packed weight (CPU)");
+    tr_note_path(t, TR_PATH_HOST_KERNEL, "matmul_packed", 0, "packed weight (CPU)");
     return tr_out(t, 0, y);
   }
   cpu_match_attention at;
@@ -90,13 +90,17 @@ static int translate_matmul(tr_ctx *t, const ir_node *n, const op_row *r) {
     mx_array mask = at.mask != IR_NONE ? t->values[at.mask] : NULL;
     TR_TRY(cpu_attention_build(t, t->values[at.q], t->values[at.kt], b, mask, at.scale, merge,
                                &y));
-    tr_note_path(t, merge ? "attention in one kernel, heads merged (CPU)"
-                          : "attention in one kernel (CPU)");
+    if (merge)
+      tr_note_path(t, TR_PATH_HOST_KERNEL, "attention", TR_FOLD_MERGE_HEADS,
+                   "attention in one kernel, heads merged (CPU)");
+    else
+      tr_note_path(t, TR_PATH_HOST_KERNEL, "attention", 0, "attention in one kernel (CPU)");
     return tr_out(t, 0, y);
   }
   if (cpu_matmul_batched_applies(t, a, b)) {
     TR_TRY(cpu_matmul_batched_build(t, a, b, &y));
-    tr_note_path(t, "batched, operands read in place (CPU)");
+    tr_note_path(t, TR_PATH_HOST_KERNEL, "matmul_batched", 0,
+                 "batched, operands read in place (CPU)");
     return tr_out(t, 0, y);
   }
   TR_TRY(mx_matmul(t->mx, &y, a, b));
@@ -209,7 +213,8 @@ static int translate_gemm(tr_ctx *t, const ir_node *n, const op_row *r) {
     }
     TR_TRY(cpu_matmul_build(t, a, b, packed, bias, &y));
     if (c && beta != 0.0f && !row) TR_TRY(add_scaled_c(t, c, beta, &y));
-    tr_note_path(t, row ? "packed weight, C its bias row (CPU)" : "packed weight (CPU)");
+    tr_note_path(t, TR_PATH_HOST_KERNEL, "matmul_packed", row ? TR_FOLD_BIAS : 0,
+                 row ? "packed weight, C its bias row (CPU)" : "packed weight (CPU)");
     return tr_out_cast(t, 0, y);
   }
   if (c && alpha == 1.0f && beta == 1.0f && mx_ndim(c) <= 2 &&
@@ -217,7 +222,7 @@ static int translate_gemm(tr_ctx *t, const ir_node *n, const op_row *r) {
       mx_dtype_of(a) == MX_FLOAT32 && mx_dtype_of(b) == MX_FLOAT32 &&
       mx_dtype_of(c) == MX_FLOAT32) {
     TR_TRY(mx_addmm(t->mx, &y, c, a, b));
-    tr_note_path(t, "addmm (CPU)");
+    tr_note_path(t, TR_PATH_MLX_FUSED, "addmm", TR_FOLD_BIAS, "addmm (CPU)");
     return tr_out_cast(t, 0, y);
   }
   TR_TRY(mx_matmul(t->mx, &y, a, b));

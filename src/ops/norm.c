@@ -131,7 +131,8 @@ static int translate_layer_norm(tr_ctx *t, const ir_node *n, const op_row *r) {
       bool sum = cpu_match_sum_of(t, n->inputs[0], &a, &b);
       TR_TRY(cpu_layer_norm_last(t, sum ? t->values[a] : x, sum ? t->values[b] : NULL, scale, bias,
                                 eps, &y));
-      tr_note_path(t, sum ? "host kernel, the Add before it folded in (CPU)" : "host kernel (CPU)");
+      tr_note_path(t, TR_PATH_HOST_KERNEL, "layer_norm", sum ? TR_FOLD_RESIDUAL : 0,
+                   sum ? "host kernel, the Add before it folded in (CPU)" : "host kernel (CPU)");
     } else {
       TR_TRY(mx_layer_norm(t->mx, &y, x, scale, bias, eps));
     }

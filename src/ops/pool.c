@@ -96,6 +96,10 @@ static void plan_axis(const win_attrs *wa, int i, int in, bool ceil_mode, pool_a
     /* a window wider than the padded input: ONNX Runtime's truncating division gives one
      * window (padded further at the end) when span > -stride, else none */
     out = span > -s ? 1 : 0;
+    /* with ceil_mode ORT then applies the rule above: over an empty axis without left padding
+     * that one window would start in the right padding, so there is none (seen by the fuzzer:
+     * [0, 7, 0, 6] with kernel 1, stride 2 gives [0, 7, 0, 3]) */
+    if (ceil_mode && out && (out - 1) * s >= in + lo) out--;
   }
   a->in = in, a->k = (int)wa->kernel[i], a->s = (int)s, a->d = (int)wa->dilation[i];
   a->lo = (int)lo, a->hi = (int)hi, a->out = (int)out;
@@ -268,7 +272,7 @@ static int translate_pool(tr_ctx *t, const ir_node *n, const op_row *r) {
                               include_pad ? -a->lo : 0, include_pad ? a->in + a->hi : a->in};
     }
     TR_TRY(cpu_pool_average(t, x, pa, &y));
-    tr_note_path(t, "host kernel (CPU)");
+    tr_note_path(t, TR_PATH_HOST_KERNEL, "avg_pool", 0, "host kernel (CPU)");
     return tr_out_cast(t, 0, y);
   }
   double p = lp_p(n);
@@ -305,7 +309,7 @@ static int translate_global(tr_ctx *t, const ir_node *n, const op_row *r) {
   double p = lp_p(n);
   if (kind == POOL_AVG && cpu_pool_applies(t, x)) {
     TR_TRY(cpu_pool_global_average(t, x, &y));
-    tr_note_path(t, "host kernel (CPU)");
+    tr_note_path(t, TR_PATH_HOST_KERNEL, "global_avg_pool", 0, "host kernel (CPU)");
     return tr_out_cast(t, 0, y);
   }
   switch (kind) {

@@ -354,6 +354,28 @@ static int arg_nan_rules(tr_ctx *t, mx_array x, mx_array nan, mx_array pos, int 
   return mx_reduce(t->mx, starts_nan, MX_ANY, first, &a, 1, keep);
 }
 
+/* An input with a zero-size dim: MLX's argmax refuses to reduce an empty array. When the output
+ * holds no element either (another axis is empty) the answer is that empty tensor; when only the
+ * reduced axis is empty, each output slot would need an index into nothing, which ORT's CPU
+ * provider rejects too. */
+static int arg_of_empty(tr_ctx *t, const ir_node *n, mx_array x, int a, bool keep,
+                        mx_array zero) {
+  int shape[MX_MAX_RANK], k = 0;
+  size_t count = 1;
+  for (int i = 0; i < mx_ndim(x); i++) {
+    int d = i == a ? 1 : mx_dim(x, i);
+    if (i == a && !keep) continue;
+    shape[k++] = d;
+    count *= (size_t)d;
+  }
+  if (count != 0)
+    return tr_fail(t, "%s over the empty axis %d (size 0) has no index to return", n->op_type,
+                   a);
+  mx_array y;
+  TR_TRY(mx_full(t->mx, &y, shape, k, zero));
+  return tr_out_cast(t, 0, y);
+}
+
 /* MLX's argmax/argmin return the first extreme. The last one (select_last_index) is the largest
  * 1-based position (a cumsum of ones, so no shape is read) among the elements equal to the
  * extreme, minus one: never -1, since with NaN set aside (arg_nan_rules) some element equals the
@@ -367,6 +389,7 @@ static int translate_arg(tr_ctx *t, const ir_node *n, const op_row *r) {
   bool last = (r->code & ARG_LAST_INDEX) && ir_attr_int(n, "select_last_index", 0);
   bool is_float = mx_dtype_is_float(mx_dtype_of(x));
   TR_TRY(mx_scalar_int(t->mx, &zero, 0, MX_INT64));
+  if (mx_size(x) == 0) return arg_of_empty(t, n, x, a, keep, zero);
   if (last || is_float) {
     mx_array ones, nan = NULL;
     TR_TRY(mx_binary(t->mx, &ones, MX_EQUAL, x, x)); /* true but where NaN */

@@ -13,15 +13,15 @@
 #include <string.h>
 
 static const op_row *const families[] = {
-    ops_elementwise_rows, ops_activation_rows, ops_math_rows,    ops_shape_rows,
-    ops_index_rows,       ops_reduce_rows,     ops_norm_rows,    ops_constant_rows,
-    ops_norm_channel_rows, ops_resize_rows,
-    ops_conv_rows,        ops_pool_rows,
-    ops_ssm_scatter_rows, ops_ssm_conv_rows, ops_ssm_attention_rows, ops_ssm_gates_rows,
-    ops_quant_rows, ops_attention_rows,
-    ops_signal_rows, ops_vision_rows, ops_linalg_rows, ops_random_rows, ops_misc_nn_rows,
-    ops_rnn_rows, ops_deform_conv_rows, ops_tfidf_rows, ops_sequence_rows, ops_control_rows,
-    NULL};
+    ops_elementwise_rows,   ops_activation_rows,    ops_math_rows,       ops_shape_rows,
+    ops_pad_rows,           ops_index_rows,         ops_value_shaped_rows, ops_reduce_rows,
+    ops_norm_rows,          ops_constant_rows,      ops_norm_channel_rows, ops_resize_rows,
+    ops_conv_rows,          ops_pool_rows,          ops_ssm_scatter_rows, ops_ssm_conv_rows,
+    ops_ssm_attention_rows, ops_ssm_gates_rows,     ops_quant_rows,      ops_attention_rows,
+    ops_signal_rows,        ops_vision_rows,        ops_linalg_rows,     ops_random_rows,
+    ops_misc_nn_rows,       ops_rnn_rows,           ops_deform_conv_rows, ops_tfidf_rows,
+    ops_sequence_rows,      ops_control_rows,       ops_llm_quant_rows,  ops_llm_norm_rows,
+    ops_llm_rotary_rows,    ops_llm_attention_rows, NULL};
 
 int ir_to_mx_dtype(int t) {
   switch (t) {

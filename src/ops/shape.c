@@ -1,24 +1,22 @@
 /*
  * Shape operators: the ops that move, relabel or convert data without arithmetic. Reshape,
- * Transpose, Squeeze, Unsqueeze, Flatten, Concat, Expand, Shape, Identity, Cast, Split, Tile, Pad,
- * CenterCropPad, DepthToSpace, SpaceToDepth, Size, Dropout (inference), Trilu, EyeLike and
+ * Transpose, Squeeze, Unsqueeze, Flatten, Concat, Expand, Shape, Identity, Cast, Split, Tile,
+ * DepthToSpace, SpaceToDepth, Size, Dropout (inference), Trilu, EyeLike and
  * ReverseSequence. Shape-valued inputs (Reshape's and Expand's shape, Squeeze/Unsqueeze axes from
- * opset 13, Split's sizes, Tile's repeats, Pad's pads and axes, CenterCropPad's shape) are read on
+ * opset 13, Split's sizes, Tile's repeats) are read on
  * the host with tr_host_ints: free for constant initializers, an evaluation otherwise, which makes
  * the group eager for that read. Ops that only relabel axes go through MLX's rank-only primitives
  * (squeeze, expand_dims, flatten) so they stay shapeless, as does Dropout (identity, its mask
  * built elementwise); ops whose result depends on concrete dims are shape-keyed. Values that only
  * steer elementwise choices stay on the device (Trilu's k, ReverseSequence's lengths, whose range
  * is a run-time check). Cast covers every MLX dtype: float -> int truncates toward zero as C does,
- * float -> bool tests nonzero. Pad crops negative pads first and builds edge/reflect/wrap padding
- * from host-computed source positions, rejecting what ONNX Runtime rejects (reflect beyond dim-1,
- * non-constant modes on empty axes). Opset versions are split where the semantics change
- * (allowzero from Reshape-14, axes as an input from opset 13, Shape's start/end from 15, Split's
- * input from 13 and num_outputs from 18, Pad's inputs from 11, axes from 18 and wrap from 19,
- * Dropout's mask and training_mode from 12). Negative axes are accepted wherever ONNX Runtime's
- * CPU kernels accept them, which includes opsets before 11 for Squeeze, Unsqueeze, Concat and
- * Split; only Flatten before 11 declines one (ONNX Runtime rejects it too). Every row here only
- * moves or selects data, so each also takes float64 on the CPU device (OP_F64), bit-exact.
+ * float -> bool tests nonzero (Pad and CenterCropPad are in pad.c). Opset versions are split where
+ * the semantics change (allowzero from Reshape-14, axes as an input from opset 13, Shape's
+ * start/end from 15, Split's input from 13 and num_outputs from 18, Dropout's mask and
+ * training_mode from 12). Negative axes are accepted wherever ONNX Runtime's CPU kernels accept
+ * them, which includes opsets before 11 for Squeeze, Unsqueeze, Concat and Split; only Flatten
+ * before 11 declines one (ONNX Runtime rejects it too). Every row here only moves or selects data,
+ * so each also takes float64 on the CPU device (OP_F64), bit-exact.
  */
 #include "ops/families.h"
 #include "cpu/math.h"
@@ -36,26 +34,6 @@
 enum { AXES_NONNEG_ATTR = 0, AXES_ATTR = 1, AXES_INPUT = 2 };
 
 /* --- shared helpers ---------------------------------------------------------------------- */
-/* Declines when a known rank exceeds what MLX arrays can hold. */
-static bool rank_fits(const ir_value *v, const char *what, op_why why) {
-  if (v && v->rank > MX_MAX_RANK)
-    return op_decline(why, "%s has rank %d; MLX arrays hold at most %d dimensions", what, v->rank,
-                      MX_MAX_RANK);
-  return true;
-}
-
-/* Declines a shape-valued input (constant, or computed with a known length) holding more than
- * `cap` values. Its values are read on the host at run time. */
-static bool ints_fit(const ir_graph *g, const ir_node *n, int i, size_t cap, const char *what,
-                     op_why why) {
-  const ir_value *v = ir_input(g, n, i);
-  int64_t len = v ? ir_num_elements(v) : -1;
-  if (len > (int64_t)cap)
-    return op_decline(why, "%s has %lld entries; at most %zu are supported", what,
-                      (long long)len, cap);
-  return true;
-}
-
 /* Axes from an `axes` attribute (rows 1..12) or input 1 (rows 13+). *present is false when the
  * model gave none. */
 static int read_axes(tr_ctx *t, const ir_node *n, const op_row *r, int64_t *axes, size_t *count,
@@ -92,8 +70,8 @@ static bool claim_reshape(const ir_graph *g, const ir_node *n, const op_row *r, 
   const ir_value *s = ir_input(g, n, 1);
   if (s && s->rank >= 0 && s->rank != 1)
     return op_decline(why, "the shape input has rank %d; it must be 1-D", s->rank);
-  return rank_fits(ir_output(g, n, 0), "the output", why) &&
-         ints_fit(g, n, 1, MX_MAX_RANK, "the shape input", why);
+  return op_rank_fits(ir_output(g, n, 0), "the output", why) &&
+         op_ints_fit(g, n, 1, MX_MAX_RANK, "the shape input", why);
 }
 
 /* 0 copies the input's dim (unless allowzero, the row's code, is set), one -1 is inferred. */
@@ -177,7 +155,7 @@ static int translate_transpose(tr_ctx *t, const ir_node *n, const op_row *r) {
 /* --- Squeeze and Unsqueeze --------------------------------------------------------------- */
 static bool claim_axes(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
   if (r->code == AXES_INPUT)
-    return ints_fit(g, n, 1, MX_MAX_RANK, "the axes input", why);
+    return op_ints_fit(g, n, 1, MX_MAX_RANK, "the axes input", why);
   const ir_attr *a = ir_find_attr(n, "axes");
   if (!a || a->type != IR_ATTR_INTS) return true;
   if (a->count > MX_MAX_RANK)
@@ -321,7 +299,9 @@ static int translate_concat(tr_ctx *t, const ir_node *n, const op_row *r) {
                  : tr_fail(t, "Concat has no inputs");
   if (rc == MX_OK && concat_channels_last_pays(t, n, parts[0], axis)) {
     rc = concat_channels_last(t, parts, count, &y);
-    if (rc == MX_OK) tr_note_path(t, "joined channels-last for the convolution (CPU)");
+    if (rc == MX_OK)
+      tr_note_path(t, TR_PATH_COMPOSED, "concat_channels_last", 0,
+                   "joined channels-last for the convolution (CPU)");
   } else if (rc == MX_OK) {
     rc = mx_concatenate(t->mx, &y, parts, (size_t)count, axis);
   }
@@ -333,8 +313,8 @@ static int translate_concat(tr_ctx *t, const ir_node *n, const op_row *r) {
 /* --- Expand ------------------------------------------------------------------------------ */
 static bool claim_expand(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
   (void)r;
-  return rank_fits(ir_output(g, n, 0), "the output", why) &&
-         ints_fit(g, n, 1, MX_MAX_RANK, "the shape input", why);
+  return op_rank_fits(ir_output(g, n, 0), "the output", why) &&
+         op_ints_fit(g, n, 1, MX_MAX_RANK, "the shape input", why);
 }
 
 /* Bidirectional broadcast of the input's shape with the shape input (numpy rules). */
@@ -510,8 +490,8 @@ static int translate_split(tr_ctx *t, const ir_node *n, const op_row *r) {
 /* --- Tile -------------------------------------------------------------------------------- */
 static bool claim_tile(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
   (void)r;
-  return rank_fits(ir_output(g, n, 0), "the output", why) &&
-         ints_fit(g, n, 1, MX_MAX_RANK, "the repeats input", why);
+  return op_rank_fits(ir_output(g, n, 0), "the output", why) &&
+         op_ints_fit(g, n, 1, MX_MAX_RANK, "the repeats input", why);
 }
 
 static int translate_tile(tr_ctx *t, const ir_node *n, const op_row *r) {
@@ -533,192 +513,6 @@ static int translate_tile(tr_ctx *t, const ir_node *n, const op_row *r) {
   }
   if (rank == 0) return tr_out(t, 0, x);
   TR_TRY(mx_tile(t->mx, &y, x, rep, rank));
-  return tr_out(t, 0, y);
-}
-
-/* --- Pad and CenterCropPad --------------------------------------------------------------- */
-/* Where a row takes pads and which modes it knows (the row's code). */
-enum { PAD_ATTRS = 0, PAD_INPUTS = 1, PAD_AXES = 2, PAD_WRAP = 3 };
-enum { MODE_CONSTANT, MODE_REFLECT, MODE_EDGE, MODE_WRAP, MODE_UNKNOWN };
-
-static int pad_mode(const ir_node *n) {
-  const char *m = ir_attr_string(n, "mode", "constant");
-  return strcmp(m, "constant") == 0 ? MODE_CONSTANT
-         : strcmp(m, "reflect") == 0 ? MODE_REFLECT
-         : strcmp(m, "edge") == 0    ? MODE_EDGE
-         : strcmp(m, "wrap") == 0    ? MODE_WRAP
-                                     : MODE_UNKNOWN;
-}
-
-static bool claim_pad(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
-  const ir_value *x = ir_input(g, n, 0);
-  int mode = pad_mode(n);
-  if (mode == MODE_UNKNOWN || (mode == MODE_WRAP && r->code != PAD_WRAP))
-    return op_decline(why, "mode '%s' is not defined at opset %d (constant, reflect, edge; wrap "
-                           "from opset 19)",
-                      ir_attr_string(n, "mode", "constant"), n->since_version);
-  if (r->code == PAD_ATTRS) {
-    const ir_attr *p = ir_find_attr(n, "pads");
-    if (!p || p->type != IR_ATTR_INTS) return op_decline(why, "the pads attribute is required");
-    if (x->rank >= 0 && p->count != 2 * (size_t)x->rank)
-      return op_decline(why, "pads has %zu entries for an input of rank %d", p->count, x->rank);
-    return rank_fits(x, "the input", why);
-  }
-  return rank_fits(x, "the input", why) &&
-         ints_fit(g, n, 1, 2 * MX_MAX_RANK, "the pads input", why) &&
-         ints_fit(g, n, 3, MX_MAX_RANK, "the axes input", why);
-}
-
-/* Takes `index` (host-computed source positions) along axis: edge, reflect and wrap padding. */
-static int take_positions(tr_ctx *t, mx_array x, int axis, int lo, int out_dim, int mode,
-                          mx_array *y) {
-  int dim = mx_dim(x, axis);
-  int32_t *pos = malloc(sizeof(int32_t) * ((size_t)out_dim + 1));
-  if (!pos) return tr_fail(t, "out of memory");
-  for (int j = 0; j < out_dim; j++) {
-    int64_t p = (int64_t)j - lo;
-    if (mode == MODE_EDGE) p = p < 0 ? 0 : p >= dim ? dim - 1 : p;
-    else if (mode == MODE_REFLECT) p = p < 0 ? -p : p >= dim ? 2 * (int64_t)(dim - 1) - p : p;
-    else p = ((p % dim) + dim) % dim;
-    pos[j] = (int32_t)p;
-  }
-  mx_array idx;
-  int rc = mx_from_data(t->mx, &idx, pos, &out_dim, 1, MX_INT32);
-  free(pos);
-  TR_TRY(rc);
-  return mx_take(t->mx, y, x, idx, axis);
-}
-
-/* Negative pads crop first; then constant pads with the value, and edge/reflect/wrap take
- * host-computed source positions over the cropped axis (as ONNX Runtime does). */
-static int apply_pads(tr_ctx *t, mx_array x, const int64_t *lo, const int64_t *hi, int mode,
-                      mx_array value, mx_array *out) {
-  int rank = mx_ndim(x), start[MX_MAX_RANK], stop[MX_MAX_RANK], stride[MX_MAX_RANK];
-  int plo[MX_MAX_RANK], phi[MX_MAX_RANK];
-  bool crop = false, pad = false;
-  for (int i = 0; i < rank; i++) {
-    int64_t dim = mx_dim(x, i);
-    /* Bounds first, so that nothing below overflows (INT64_MIN has no negation, INT64_MAX no
-     * sum): a crop past the axis, or a pad beyond MLX's int32 shapes, fails as ORT fails. */
-    if (lo[i] < -dim || hi[i] < -dim || (lo[i] < 0 && hi[i] < 0 && lo[i] + hi[i] < -dim))
-      return tr_fail(t, "pads %lld and %lld of axis %d crop more than its %lld elements",
-                     (long long)lo[i], (long long)hi[i], i, (long long)dim);
-    if (lo[i] > INT32_MAX || hi[i] > INT32_MAX)
-      return tr_fail(t, "pads %lld and %lld of axis %d exceed MLX's shape range",
-                     (long long)lo[i], (long long)hi[i], i);
-    int64_t s = lo[i] < 0 ? -lo[i] : 0, e = dim - (hi[i] < 0 ? -hi[i] : 0);
-    int64_t out_dim = (e - s) + (lo[i] > 0 ? lo[i] : 0) + (hi[i] > 0 ? hi[i] : 0);
-    if (out_dim > INT32_MAX) return tr_fail(t, "padding axis %d exceeds MLX's shape range", i);
-    start[i] = (int)s;
-    stop[i] = (int)e;
-    stride[i] = 1;
-    plo[i] = lo[i] > 0 ? (int)lo[i] : 0;
-    phi[i] = hi[i] > 0 ? (int)hi[i] : 0;
-    crop = crop || s > 0 || e < dim;
-    pad = pad || plo[i] || phi[i];
-  }
-  if (crop) TR_TRY(mx_slice(t->mx, &x, x, start, stop, stride, rank));
-  if (pad && mode == MODE_CONSTANT) {
-    TR_TRY(mx_pad(t->mx, &x, x, plo, phi, rank, value));
-  } else if (pad) {
-    for (int i = 0; i < rank; i++) {
-      if (!plo[i] && !phi[i]) continue;
-      int dim = mx_dim(x, i);
-      if (dim == 0)
-        return tr_fail(t, "%s mode cannot pad axis %d: it is empty",
-                       mode == MODE_EDGE ? "edge" : mode == MODE_REFLECT ? "reflect" : "wrap", i);
-      if (mode == MODE_REFLECT && (plo[i] > dim - 1 || phi[i] > dim - 1))
-        return tr_fail(t, "reflect pads of axis %d are %d and %d; an axis of %d allows at most %d",
-                       i, plo[i], phi[i], dim, dim - 1);
-      TR_TRY(take_positions(t, x, i, plo[i], plo[i] + dim + phi[i], mode, &x));
-    }
-  }
-  *out = x;
-  return MX_OK;
-}
-
-static int translate_pad(tr_ctx *t, const ir_node *n, const op_row *r) {
-  mx_array x = tr_in(t, 0), value, y;
-  int rank = mx_ndim(x), mode = pad_mode(n);
-  int64_t pads[2 * MX_MAX_RANK], axes[MX_MAX_RANK], lo[MX_MAX_RANK] = {0}, hi[MX_MAX_RANK] = {0};
-  size_t count = 0, naxes = (size_t)rank;
-  mx_dtype dt = mx_dtype_of(x);
-  if (mode == MODE_UNKNOWN) return tr_fail(t, "unknown pad mode");
-  if (r->code == PAD_ATTRS) {
-    const ir_attr *a = ir_find_attr(n, "pads");
-    if (!a || a->type != IR_ATTR_INTS || a->count > 2 * MX_MAX_RANK)
-      return tr_fail(t, "the pads attribute is missing or too long");
-    for (size_t k = 0; k < a->count; k++) pads[k] = a->ints[k];
-    count = a->count;
-    TR_TRY(mx_scalar(t->mx, &value, ir_attr_float(n, "value", 0.0f), dt));
-  } else {
-    TR_TRY(tr_host_ints(t, 1, pads, 2 * MX_MAX_RANK, &count));
-    mx_array c = tr_in(t, 2);
-    if (c && mx_size(c) != 1)
-      return tr_fail(t, "constant_value must hold one value, not %zu", mx_size(c));
-    if (c) TR_TRY(mx_reshape(t->mx, &value, c, NULL, 0));
-    else TR_TRY(mx_scalar(t->mx, &value, 0, dt));
-    if (mx_dtype_of(value) != dt) TR_TRY(mx_astype(t->mx, &value, value, dt));
-  }
-  if (r->code >= PAD_AXES && tr_in(t, 3)) {
-    TR_TRY(tr_host_ints(t, 3, axes, MX_MAX_RANK, &naxes));
-  } else {
-    for (int i = 0; i < rank; i++) axes[i] = i;
-  }
-  if (count != 2 * naxes)
-    return tr_fail(t, "pads has %zu entries for %zu axes (2 per axis)", count, naxes);
-  bool seen[MX_MAX_RANK] = {0};
-  for (size_t k = 0; k < naxes; k++) {
-    int ax;
-    TR_TRY(tr_axis(t, axes[k], rank, &ax));
-    if (seen[ax]) return tr_fail(t, "axis %d appears twice in axes", ax);
-    seen[ax] = true;
-    lo[ax] = pads[k];
-    hi[ax] = pads[k + naxes];
-  }
-  TR_TRY(apply_pads(t, x, lo, hi, mode, value, &y));
-  return tr_out(t, 0, y);
-}
-
-static bool claim_center_crop_pad(const ir_graph *g, const ir_node *n, const op_row *r,
-                                  op_why why) {
-  (void)r;
-  const ir_attr *a = ir_find_attr(n, "axes");
-  if (a && a->type == IR_ATTR_INTS && a->count > MX_MAX_RANK)
-    return op_decline(why, "axes has %zu entries; at most %d are supported", a->count,
-                      MX_MAX_RANK);
-  return rank_fits(ir_input(g, n, 0), "the input", why) &&
-         ints_fit(g, n, 1, MX_MAX_RANK, "the shape input", why);
-}
-
-/* Each named axis is cropped or zero-padded to the target, centred: a crop starts at
- * (dim - target) / 2, a pad puts (target - dim) / 2 in front (both floored). */
-static int translate_center_crop_pad(tr_ctx *t, const ir_node *n, const op_row *r) {
-  (void)r;
-  mx_array x = tr_in(t, 0), value, y;
-  int rank = mx_ndim(x);
-  int64_t shape[MX_MAX_RANK], lo[MX_MAX_RANK] = {0}, hi[MX_MAX_RANK] = {0};
-  size_t count;
-  TR_TRY(tr_host_ints(t, 1, shape, MX_MAX_RANK, &count));
-  const ir_attr *a = ir_find_attr(n, "axes");
-  bool has_axes = a && a->type == IR_ATTR_INTS;
-  size_t naxes = has_axes ? a->count : (size_t)rank;
-  if (count != naxes)
-    return tr_fail(t, "shape has %zu entries for %zu axes", count, naxes);
-  bool seen[MX_MAX_RANK] = {0};
-  for (size_t k = 0; k < naxes; k++) {
-    int ax;
-    TR_TRY(tr_axis(t, has_axes ? a->ints[k] : (int64_t)k, rank, &ax));
-    if (seen[ax]) return tr_fail(t, "axis %d appears twice in axes", ax);
-    seen[ax] = true;
-    int64_t dim = mx_dim(x, ax), want = shape[k];
-    if (want < 0) return tr_fail(t, "shape[%zu] is %lld; sizes must be >= 0", k, (long long)want);
-    int64_t diff = want - dim, front = (diff < 0 ? -diff : diff) / 2;
-    lo[ax] = diff < 0 ? -front : front;
-    hi[ax] = diff - lo[ax];
-  }
-  TR_TRY(mx_scalar(t->mx, &value, 0, mx_dtype_of(x)));
-  TR_TRY(apply_pads(t, x, lo, hi, MODE_CONSTANT, value, &y));
   return tr_out(t, 0, y);
 }
 
@@ -1005,19 +799,6 @@ const op_row ops_shape_rows[] = {
      HOST_READ_NOTE("the split input")},
     {"", "Tile", 6, 25, claim_tile, translate_tile, OP_SHAPE_KEYED, ANY_F64, 0,
      HOST_READ_NOTE("the repeats input")},
-    {"", "Pad", 2, 10, claim_pad, translate_pad, OP_SHAPE_KEYED, OP_FLOATS | OP_F64, PAD_ATTRS,
-     "pads/value attributes; modes constant, reflect, edge; negative pads crop"},
-    {"", "Pad", 11, 17, claim_pad, translate_pad, OP_SHAPE_KEYED, ANY_F64, PAD_INPUTS,
-     "modes constant, reflect, edge; negative pads crop; " HOST_READ_NOTE("the pads input")},
-    {"", "Pad", 18, 18, claim_pad, translate_pad, OP_SHAPE_KEYED, ANY_F64, PAD_AXES,
-     "axes input; modes constant, reflect, edge; negative pads crop; pads and axes are read on "
-     "the host"},
-    {"", "Pad", 19, 25, claim_pad, translate_pad, OP_SHAPE_KEYED, ANY_F64, PAD_WRAP,
-     "modes constant, reflect, edge, wrap; negative pads crop first; pads and axes are read on "
-     "the host"},
-    {"", "CenterCropPad", 18, 25, claim_center_crop_pad, translate_center_crop_pad,
-     OP_SHAPE_KEYED, ANY_F64, 0,
-     "centred crop or zero pad per axis; " HOST_READ_NOTE("the shape input")},
     {"", "DepthToSpace", 1, 10, claim_blocks, translate_depth_to_space, OP_SHAPE_KEYED, ANY_F64,
      D2S_DCR_ONLY, "4-D input, DCR layout"},
     {"", "DepthToSpace", 11, 25, claim_blocks, translate_depth_to_space, OP_SHAPE_KEYED, ANY_F64,

@@ -16,7 +16,7 @@
  * custom kernel instead (ssm_attention_cuda.c: one warp per state column, time scanned in
  * registers), for T > 1 and dk <= 512; elsewhere (CPU, Metal: creating the kernel fails
  * cleanly there) and with ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN=1 this composition runs.
- * Each node notes its path ("fused GPU scan" or "composed") for the verbose summary.
+ * Each node notes its path (mlx_fused "gpu_scan", or composed) for the run record.
  */
 #include "ops/families.h"
 #include "ops/ssm_attention_cuda.h"
@@ -242,7 +242,7 @@ static bool la_fast_path(tr_ctx *t, const la_geom *g, mx_array *out, mx_array *p
     *rc = MX_OK;
     return false;
   }
-  if (*rc == MX_OK) tr_note_path(t, "fused GPU scan");
+  if (*rc == MX_OK) tr_note_path(t, TR_PATH_MLX_FUSED, "gpu_scan", 0, "fused GPU scan");
   return true;
 }
 
@@ -567,7 +567,7 @@ static int translate_la(tr_ctx *t, const ir_node *n, const op_row *r) {
     TR_TRY(tr_out(t, 0, out));
     return tr_out(t, 1, present);
   }
-  tr_note_path(t, "composed");
+  tr_note_path(t, TR_PATH_COMPOSED, NULL, 0, "composed");
   mx_array s, kept[LA_MAX_WINDOW];
   int n_kept = 0;
   TR_TRY(la_initial_state(t, &g, &s));

@@ -23,7 +23,7 @@ static void body_free(plan_body *b) {
   free(b->rows);
   free(b->const_values);
   free(b->derived);
-  free((void *)b->node_paths);
+  free(b->node_paths);
   free(b->outer);
   free(b);
 }
@@ -69,7 +69,7 @@ static int body_build(const ir_graph *enclosing, const ir_subgraph *s, mx_ctx *c
   b->rows = calloc((size_t)n + 1, sizeof(op_row *));
   b->const_values = calloc((size_t)g->n_values + 1, sizeof(mx_array));
   b->derived = calloc(((size_t)n + 1) * TR_DERIVED_SLOTS, sizeof(mx_array));
-  b->node_paths = calloc((size_t)n + 1, sizeof(const char *));
+  b->node_paths = calloc((size_t)n + 1, sizeof(tr_node_path));
   b->outer = calloc((size_t)g->n_values + 1, sizeof(int));
   b->sub = calloc((size_t)n + 1, sizeof(*b->sub));
   bool *all = calloc((size_t)n + 1, sizeof(bool));

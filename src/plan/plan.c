@@ -2,7 +2,7 @@
  * Builds plans (see plan.h): take ownership of the group's snapshot, order its nodes, find each
  * node's registry row, copy constant initializers into MLX arrays, fold nodes whose inputs are
  * all constant, and choose the compile path from the rows' compile classes. Running lives in
- * run.c; the per-node translation step both share lives here.
+ * run.c; the per-node translation step both share lives in node.c, the compile cache in cache.c.
  */
 #include "plan/plan.h"
 
@@ -14,104 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-int plan_dims_to_int(const int64_t *dims, int rank, int *shape) {
-  if (rank > MX_MAX_RANK) return MX_ERR_ARG;
-  for (int i = 0; i < rank; i++) {
-    if (dims[i] < 0 || dims[i] > INT32_MAX) return MX_ERR_ARG;
-    shape[i] = (int)dims[i];
-  }
-  return MX_OK;
-}
-
-int plan_load_constants(ir_graph *g, mx_array *const_values, mx_ctx *ctx, char *err,
-                        size_t len) {
-  for (int v = 0; v < g->n_values; v++) {
-    ir_value *val = &g->values[v];
-    if (!val->is_constant) continue;
-    int dt = ir_value_mx_dtype(val->elem_type);
-    int shape[MX_MAX_RANK];
-    if (dt < 0 || plan_dims_to_int(val->dims, val->rank, shape) != MX_OK) {
-      snprintf(err, len, "constant '%s' (%s) cannot become an MLX array", val->name,
-               ir_elem_name(val->elem_type));
-      return MX_ERR_ARG;
-    }
-    int rc = ir_to_mx_dtype(val->elem_type) < 0 /* a raw type: unpacked into its carrier */
-                 ? packed_to_mx(ctx, &const_values[v], val->elem_type, val->const_data,
-                                val->const_bytes, shape, val->rank)
-                 : mx_from_data(ctx, &const_values[v], val->const_data, shape, val->rank,
-                                (mx_dtype)dt);
-    if (rc != MX_OK) {
-      snprintf(err, len, "constant '%s': %s", val->name, ctx->error);
-      return MX_ERR_MLX;
-    }
-    val->const_data = NULL; /* ORT's buffer is not ours to keep */
-  }
-  return MX_OK;
-}
-
 static bool all_inputs_constant(const plan *p, const ir_node *n) {
   for (int i = 0; i < n->n_inputs; i++)
     if (n->inputs[i] != IR_NONE && !p->const_values[n->inputs[i]]) return false;
   for (int i = 0; i < n->n_implicit; i++) /* values its subgraphs read */
     if (n->implicit[i] != IR_NONE && !p->const_values[n->implicit[i]]) return false;
   return true;
-}
-
-/* Runs one node's translator, reporting failures with the node's name and op. */
-bool plan_node_touches_container(const ir_graph *g, const ir_node *n) {
-  for (int i = 0; i < n->n_inputs; i++)
-    if (n->inputs[i] != IR_NONE && !g->values[n->inputs[i]].is_tensor) return true;
-  for (int i = 0; i < n->n_outputs; i++)
-    if (n->outputs[i] != IR_NONE && !g->values[n->outputs[i]].is_tensor) return true;
-  return false;
-}
-
-int plan_translate_node(const plan *p, mx_ctx *ctx, mx_array *values, const mx_array *known,
-                        tr_seqs *seqs, int index, tr_checks *checks, unsigned *host_reads,
-                        char *err, size_t len) {
-  const ir_node *n = &p->g->nodes[index];
-  tr_ctx t = {.mx = ctx, .g = p->g, .values = values, .const_values = known,
-              .node = n, .checks = checks, .path_note = &p->node_paths[index],
-              .fast_kernels = p->fast_kernels, .trace = (tr_trace)p->tracing,
-              .derived = &p->derived[(size_t)index * TR_DERIVED_SLOTS], .seqs = seqs,
-              .bodies = p->bodies[index]};
-  ctx->error[0] = 0;
-  for (int i = 0; i < n->n_inputs; i++)
-    if (n->inputs[i] != IR_NONE && !tr_value_ready(&t, n->inputs[i])) {
-      snprintf(err, len, "node '%s' (%s): input %d ('%s') has no value here", n->name,
-               n->op_type, i, p->g->values[n->inputs[i]].name);
-      return MX_ERR_ARG;
-    }
-  int rc = p->rows[index]->translate(&t, n, p->rows[index]);
-  *host_reads += t.host_reads;
-  if (rc != MX_OK) {
-    snprintf(err, len, "node '%s' (%s): %s", n->name, n->op_type,
-             ctx->error[0] ? ctx->error : "translation failed");
-    return rc;
-  }
-  for (int k = 0; k < n->n_outputs; k++)
-    if (n->outputs[k] != IR_NONE && !tr_value_ready(&t, n->outputs[k])) {
-      snprintf(err, len, "node '%s' (%s): output %d was not produced", n->name, n->op_type, k);
-      return MX_ERR_ARG;
-    }
-  return MX_OK;
-}
-
-/* Evaluates the run-time checks and fails on the first that does not hold. */
-int plan_verify_checks(mx_ctx *ctx, tr_checks *checks, char *err, size_t len) {
-  for (int i = 0; i < checks->count; i++) {
-    tr_check *k = &checks->items[i];
-    bool ok = false;
-    if (mx_copy_to_host(ctx, k->ok, &ok, sizeof ok) != MX_OK) {
-      snprintf(err, len, "node '%s' (%s): %s", k->node->name, k->node->op_type, ctx->error);
-      return MX_ERR_MLX;
-    }
-    if (!ok) {
-      snprintf(err, len, "node '%s' (%s): %s", k->node->name, k->node->op_type, k->message);
-      return MX_ERR_ARG;
-    }
-  }
-  return MX_OK;
 }
 
 /* Nodes whose inputs are all constant (Constant itself, shape arithmetic on initializers) run
@@ -244,12 +152,14 @@ static void find_keys(plan *p) {
 static void choose_path(plan *p, const plan_config *cfg) {
   op_compile_class worst = OP_SHAPELESS;
   p->path_reason = "every node is shapeless-safe";
+  p->path_node = -1;
   int live = 0;
   for (int i = 0; i < p->g->n_nodes; i++) {
     /* a control-flow node unrolls its subgraphs: more than one op to fuse */
     live += !p->folded[i] ? 1 + (p->g->nodes[i].n_subgraphs > 0) : 0;
     if (p->folded[i] || p->classes[i] <= worst) continue;
     worst = p->classes[i];
+    p->path_node = i;
     snprintf(p->path_reason_buf, sizeof p->path_reason_buf, "%s '%s' is %s",
              p->g->nodes[i].op_type, p->g->nodes[i].name,
              worst == OP_HOST_SHAPE   ? "evaluated on the host (its output shape follows values)"
@@ -297,7 +207,7 @@ int plan_build(const ir_graph *snapshot, const char *name, const plan_config *cf
   p->shape_node = calloc((size_t)n + 1, sizeof(bool));
   p->key_node = calloc((size_t)n + 1, sizeof(bool));
   p->classes = calloc((size_t)n + 1, sizeof(op_compile_class));
-  p->node_paths = calloc((size_t)n + 1, sizeof(const char *));
+  p->node_paths = calloc((size_t)n + 1, sizeof(tr_node_path));
   p->derived = calloc(((size_t)n + 1) * TR_DERIVED_SLOTS, sizeof(mx_array));
   p->const_values = calloc((size_t)p->g->n_values + 1, sizeof(mx_array));
   p->bodies = calloc((size_t)n + 1, sizeof(*p->bodies));
@@ -367,7 +277,7 @@ void plan_free(plan *p) {
   free(p->key_node);
   free(p->classes);
   free(p->derived);
-  free((void *)p->node_paths);
+  free(p->node_paths);
   free(p->const_values);
   free(p);
 }

@@ -10,6 +10,7 @@
 
 #include "ir/ir.h"
 #include "mlx/mx.h"
+#include "plan/node_path.h"
 #include "ops/registry.h"
 
 #include <stdatomic.h>
@@ -63,6 +64,7 @@ enum { PLAN_MAX_KEYS = 16 };
 typedef struct plan_trial {
   bool enabled, decided, chose_eager;
   int n_eager, n_compiled;
+  uint64_t eager_best_ns, compiled_best_ns; /* once decided: the fastest run of each path */
   uint64_t eager_ns[PLAN_TRIAL_RUNS], compiled_ns[PLAN_TRIAL_RUNS];
 } plan_trial;
 
@@ -89,7 +91,7 @@ typedef struct plan {
   const op_row **rows;  /* per node */
   bool *folded;         /* per node: computed once at build */
   op_compile_class *classes; /* per node: its compile class */
-  const char **node_paths;   /* per node: which kernel path its translator last reported */
+  tr_node_path *node_paths;   /* per node: which kernel path its translator last reported */
   mx_array *derived;         /* per node, TR_DERIVED_SLOTS values its row prepared at build */
   struct plan_body ***bodies; /* per node: its subgraphs made ready (control flow), or NULL */
   mx_arena *consts;
@@ -101,6 +103,8 @@ typedef struct plan {
   plan_path path;   /* chosen at build from the rows' compile classes */
   const char *path_reason;
   char path_reason_buf[192];
+  int path_node; /* the node whose compile class decided the path at build, or -1 (all
+                  * shapeless-safe) */
   bool compile_broken; /* a trace failed where eager succeeded: eager from then on */
   bool shape_churn;    /* a keyed plan kept meeting new shapes: eager from then on (run.c) */
   plan_trial trial;
@@ -132,6 +136,8 @@ int plan_build(const ir_graph *snapshot, const char *name, const plan_config *cf
                char *err, size_t err_len);
 void plan_free(plan *p);
 const char *plan_path_name(plan_path path);
+/* A compile class as the run record names it ("shape_keyed"). */
+const char *plan_class_name(op_compile_class c);
 
 /* Runs the plan: on the compiled path calls the cached MLX-compiled function (tracing it on a
  * miss), otherwise translates every node eagerly; evaluates the outputs (n = the subgraph's

@@ -1,6 +1,7 @@
 /*
- * What plan.c (building) and run.c (running) share and nobody else needs: per-node translation
- * with the node named in errors, run-time check verification, shape conversion and the clock.
+ * What plan.c (building), body.c (control-flow bodies) and run.c (running) share and nobody else
+ * needs: per-node translation with the node named in errors, run-time check verification, shape
+ * conversion (node.c), the compile cache's freeing (cache.c) and the clock (run.c).
  */
 #ifndef PLAN_INTERNAL_H
 #define PLAN_INTERNAL_H
@@ -19,7 +20,7 @@ typedef struct plan_body {
   const op_row **rows;
   mx_array *const_values; /* per value; NULL unless constant */
   mx_array *derived;      /* per node, TR_DERIVED_SLOTS */
-  const char **node_paths;
+  tr_node_path *node_paths;
   int *outer;             /* per value: its index in the enclosing graph, or IR_NONE */
   struct plan_body ***sub; /* per node: one body per subgraph, or NULL */
 } plan_body;
@@ -42,6 +43,8 @@ int plan_translate_node(const plan *p, mx_ctx *ctx, mx_array *values, const mx_a
 bool plan_node_touches_container(const ir_graph *g, const ir_node *n);
 int plan_verify_checks(mx_ctx *ctx, tr_checks *checks, char *err, size_t len);
 int plan_dims_to_int(const int64_t *dims, int rank, int *shape);
+/* cache.c */
+void plan_cache_entry_free(plan_cache_entry *e);
 void plan_cache_clear(plan *p);
 uint64_t plan_now_ns(void);
 

@@ -31,6 +31,18 @@ const char *plan_path_name(plan_path path) {
   return "?";
 }
 
+const char *plan_class_name(op_compile_class c) {
+  switch (c) {
+    case OP_SHAPELESS: return "shapeless";
+    case OP_SHAPELESS_GPU: return "shapeless_gpu"; /* resolved at plan build: not recorded */
+    case OP_SHAPE_KEYED: return "shape_keyed";
+    case OP_VALUE_KEYED: return "value_keyed";
+    case OP_EAGER: return "eager";
+    case OP_HOST_SHAPE: return "host_shape";
+  }
+  return "?";
+}
+
 /* --- inputs -------------------------------------------------------------------------------- */
 static int bind_input(plan *p, mx_ctx *ctx, int k, const plan_tensor *in, mx_array *slot,
                       char *err, size_t len) {
@@ -353,15 +365,6 @@ static size_t pattern_of(const mx_array *bound, int n, int64_t *sig) {
   return len;
 }
 
-static void entry_free(plan_cache_entry *e) {
-  if (!e) return;
-  mx_compiled_free(e->fn);
-  mx_arena_free(e->arena);
-  free(e->fixed_values);
-  free(e->signature);
-  free(e);
-}
-
 /* A variant's key values, as constants in its arena: its trace reads them as known values. */
 static int keep_keys(plan *p, mx_ctx *ctx, plan_cache_entry *e, const key_values *kv) {
   if (!e->fixed_values) e->fixed_values = calloc((size_t)p->g->n_values + 1, sizeof(mx_array));
@@ -392,7 +395,7 @@ static int entry_new(plan *p, mx_ctx *ctx, const mx_array *bound, const key_valu
   if (rc == MX_OK && kv->n) rc = keep_keys(p, ctx, e, kv);
   if (rc == MX_OK) rc = mx_compiled_new(ctx, &e->fn, traced_graph, e, n_out, shapeless);
   if (rc != MX_OK) {
-    entry_free(e);
+    plan_cache_entry_free(e);
     return rc;
   }
   memcpy(e->signature, sig, len * sizeof *sig);
@@ -437,7 +440,7 @@ static int compiled_for(plan *p, mx_ctx *ctx, const mx_array *bound, int n_bound
     slot = 0;
     for (int i = 1; i < p->cache_count; i++)
       if (p->cache[i]->last_use < p->cache[slot]->last_use) slot = i;
-    entry_free(p->cache[slot]);
+    plan_cache_entry_free(p->cache[slot]);
   } else {
     p->cache_count++;
   }
@@ -466,13 +469,6 @@ static int run_compiled(plan *p, mx_ctx *ctx, const mx_array *bound, int n_bound
   return rc;
 }
 
-void plan_cache_clear(plan *p) {
-  for (int i = 0; i < p->cache_count; i++) entry_free(p->cache[i]);
-  free(p->cache);
-  p->cache = NULL;
-  p->cache_count = 0;
-}
-
 /* --- the path trial (plan.h) ----------------------------------------------------------------- */
 /* The fastest of a path's trial runs: this machine's neighbours only ever add time, and a
  * median of three still let a slow burst decide (plan.h). */
@@ -498,6 +494,8 @@ static void trial_record(plan *p, bool eager, uint64_t ns) {
   uint64_t e = fastest(tr->eager_ns, PLAN_TRIAL_RUNS);
   uint64_t c = fastest(tr->compiled_ns, PLAN_TRIAL_RUNS);
   tr->decided = true;
+  tr->eager_best_ns = e;
+  tr->compiled_best_ns = c;
   tr->chose_eager = e * 100 < c * (100 - PLAN_TRIAL_EAGER_MARGIN);
   char before[sizeof p->path_reason_buf];
   snprintf(before, sizeof before, "%s", p->path_reason ? p->path_reason : "");

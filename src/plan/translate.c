@@ -136,8 +136,27 @@ int tr_check_that(tr_ctx *t, mx_array ok, const char *fmt, ...) {
   return MX_OK;
 }
 
-void tr_note_path(tr_ctx *t, const char *path) {
-  if (t->path_note) *t->path_note = path;
+void tr_note_path(tr_ctx *t, tr_path_kind kind, const char *kernel, unsigned folds,
+                  const char *note) {
+  if (t->path_note) *t->path_note = (tr_node_path){kind, kernel, folds, note};
+}
+
+const char *tr_path_kind_name(tr_path_kind kind) {
+  switch (kind) {
+    case TR_PATH_HOST_KERNEL: return "host_kernel";
+    case TR_PATH_EPILOGUE: return "epilogue";
+    case TR_PATH_INSIDE: return "inside";
+    case TR_PATH_MLX_FUSED: return "mlx_fused";
+    case TR_PATH_COMPOSED: return "composed";
+    case TR_PATH_NONE: break;
+  }
+  return "none";
+}
+
+const char *tr_fold_name(int bit) {
+  static const char *const names[TR_FOLD_COUNT] = {"bias", "scale", "mask", "residual",
+                                                   "merge_heads"};
+  return bit >= 0 && bit < TR_FOLD_COUNT ? names[bit] : "?";
 }
 
 mx_array tr_derived(const tr_ctx *t, int slot) {
@@ -204,4 +223,9 @@ int tr_seq_out(tr_ctx *t, int i, const mx_array *items, int count) {
   s->count = count;
   s->set = true;
   return MX_OK;
+}
+
+int tr_ints_array(tr_ctx *t, const int64_t *vals, int count, mx_dtype dtype, mx_array *out) {
+  TR_TRY(mx_from_data(t->mx, out, vals, &count, 1, MX_INT64));
+  return dtype == MX_INT64 ? MX_OK : mx_astype(t->mx, out, *out, dtype);
 }

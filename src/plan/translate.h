@@ -10,6 +10,7 @@
 
 #include "ir/ir.h"
 #include "mlx/mx.h"
+#include "plan/node_path.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -64,7 +65,7 @@ typedef struct tr_ctx {
   const ir_node *node;
   unsigned host_reads; /* how many non-constant values were read on the host */
   tr_checks *checks;   /* where tr_check_that records run-time checks */
-  const char **path_note; /* where tr_note_path records the node's kernel path */
+  tr_node_path *path_note; /* where tr_note_path records the node's kernel path */
   bool fast_kernels;      /* custom kernels allowed
                            * (off: ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN) */
   mx_array *derived;      /* this node's TR_DERIVED_SLOTS values prepared at plan build */
@@ -94,6 +95,8 @@ bool tr_has_out(tr_ctx *t, int i);
 int tr_fail(tr_ctx *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Reads an integer (int32/int64) input's values on the host into vals (cap entries). */
 int tr_host_ints(tr_ctx *t, int i, int64_t *vals, size_t cap, size_t *count);
+/* A 1-D array of count int64 values (copied), in dtype. */
+int tr_ints_array(tr_ctx *t, const int64_t *vals, int count, mx_dtype dtype, mx_array *out);
 /* Reads a float/int scalar input on the host as a double. */
 int tr_host_scalar(tr_ctx *t, int i, double *value);
 /* The value of a one-element array, evaluated and read on the host, as a double. */
@@ -105,9 +108,11 @@ int tr_axis(tr_ctx *t, int64_t axis, int rank, int *out);
 /* Records that `ok` (a bool array; all elements must be true) must hold after evaluation. */
 int tr_check_that(tr_ctx *t, mx_array ok, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Records which path a node with a fast kernel took ("fused kernel", "composed"): shown in the
- * verbose summary. `path` must be a string literal. */
-void tr_note_path(tr_ctx *t, const char *path);
+/* Records which path a node with a fast kernel took (node_path.h): its kind, a short kernel id
+ * and what the kernel folded in, for the run record; `note` says it in words for the verbose
+ * summary. kernel and note must be string literals (or NULL kernel). */
+void tr_note_path(tr_ctx *t, tr_path_kind kind, const char *kernel, unsigned folds,
+                  const char *note);
 /* Values a row's prepare hook computed once from constant inputs (NULL when none was kept). */
 mx_array tr_derived(const tr_ctx *t, int slot);
 /* In a prepare hook: evaluates `a` and keeps it in the plan under `slot`. */

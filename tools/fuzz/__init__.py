@@ -4,5 +4,6 @@ modes (compiled, shape-keyed compile, eager), in worker processes so that a cras
 counted and the run goes on. Entry point: tools/fuzz/run.py; `make fuzz`.
 
 It lives under tools/ rather than tests/ because it is a program with its own CLI and output
-folder, not a set of pytest tests; tests/test_fuzz_slice.py imports it for a bounded CI slice.
+folder, not a set of pytest tests; tests/ops/test_fuzz_slice.py imports it for a bounded CI
+slice.
 """

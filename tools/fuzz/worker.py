@@ -56,6 +56,53 @@ def compare(got, ref, names):
     return None
 
 
+def nonfinite_only(got, ref):
+    """Whether every element that differs (by compare's tolerance) has a NaN or an infinity on
+    one side: a disagreement about non-finite values only, not about numbers."""
+    import numpy as np
+    if len(got) != len(ref):
+        return False
+    for g, r in zip(got, ref):
+        g, r = np.asarray(g), np.asarray(r)
+        if g.shape != r.shape or g.dtype != r.dtype:
+            return False
+        if g.dtype.kind not in "fc":
+            if not np.array_equal(g, r):
+                return False
+            continue
+        rtol, atol, ntol = TOL.get(str(g.dtype), TOL["float32"])
+        g64, r64 = g.astype(np.float64), r.astype(np.float64)
+        fin = np.isfinite(r64)
+        scale = float(np.max(np.abs(r64[fin]))) if fin.any() else 0.0
+        with np.errstate(invalid="ignore"):
+            close = np.isclose(g64, r64, rtol=rtol, atol=atol + ntol * scale, equal_nan=True)
+        close |= (g64 == r64)
+        bad = ~close
+        if (bad & np.isfinite(g64) & np.isfinite(r64)).any():
+            return False
+    return True
+
+
+def nonfinite_inside(case, feeds, opts, ort):
+    """Whether ORT's CPU provider sees a NaN or an infinity in a value that one node of the case
+    computes and another reads (a NaN made inside the graph, such as Pow of a negative base):
+    None when that cannot be told."""
+    import numpy as np
+    from fuzz import case as C
+    outs = set(C.graph_outputs(case))
+    inner = [o for n in case["nodes"] for o in n["outputs"] if o and o not in outs]
+    if not inner:
+        return False
+    try:
+        model = C.build_model(case, outputs=inner, typed_outputs=False).SerializeToString()
+        vals = ort.InferenceSession(model, opts(), providers=["CPUExecutionProvider"]).run(
+            None, feeds)
+    except Exception:
+        return None
+    return any(np.asarray(v).dtype.kind == "f" and not np.isfinite(np.asarray(v)).all()
+               for v in vals if v is not None)
+
+
 def classify_cpu_error(msg):
     """ORT's CPU provider lacking a kernel is no verdict on the input; anything else is."""
     for s in ("Could not find an implementation", "NOT_IMPLEMENTED", "not implemented",
@@ -158,12 +205,15 @@ def main():
                 del sess
                 res["out_sizes"] = [int(np.asarray(g).size) for g in got]
                 if ref is not None:
-                    why = compare(got, ref, names)
+                    why, differs = compare(got, ref, names), got
                     if why is None:
-                        why2 = compare(again, ref, names)
+                        why2, differs = compare(again, ref, names), again
                         why = f"second run: {why2}" if why2 else None
                     res.update(status="mismatch" if why else "ok", detail=why)
                     if why:
+                        res["nonfinite_only"] = nonfinite_only(differs, ref)
+                        if res["nonfinite_only"]:
+                            res["nonfinite_inside"] = nonfinite_inside(case, feeds, opts, ort)
                         ref_says = reference_check(model, feeds, got, ref, names)
                         if ref_says:
                             res["reference"] = ref_says

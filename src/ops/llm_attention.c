@@ -1,0 +1,290 @@
+/*
+ * GroupQueryAttention (com.microsoft) as ORT's CPU kernel computes it: separate q/k/v or packed
+ * QKV [B, S, (Nq + 2 Nkv) H], past/present K/V in BNSH, seqlens_k (per batch entry its total
+ * length - 1) and total_sequence_length, optional in-op rotary (do_rotary with cos/sin caches,
+ * interleaved or not, partial when the cache is narrower than H / 2), causal attention over
+ * grouped heads.
+ *
+ * Present holds P = max(total_sequence_length, past length) rows, so both cache conventions
+ * are one computation: a growing past (present = past + the new rows) and the shared buffer
+ * onnxruntime-genai uses (past and present of the same capacity). Per batch entry b the past
+ * rows in use are past_b = seqlens_k[b] + 1 - S (none on the first prompt, S ==
+ * total_sequence_length): present takes past's rows [0, past_b), the new rows at
+ * [past_b, past_b + S) (gathered by index, since past_b is data) and zeros after, as ORT's
+ * kernel writes a present of its own; query s attends to keys j <= past_b + s through an
+ * additive mask given to MLX's sdpa. Rotary positions are past_b + s. A seqlens_k out of range
+ * for the given past and present sizes fails the run with a message (checked in the graph).
+ * Attention is computed in float32 from the cache values as stored (half caches widened);
+ * present holds the rotated keys rounded to the cache type, as ORT stores them.
+ * total_sequence_length fixes P, so it keys the traced variants (read on the host before each
+ * call): a decode step traces once per length; the cache is copied into present every step.
+ *
+ * Declined with reasons: local_window_size (sliding windows), softcap, smooth_softmax,
+ * causal 0, qk_output, quantized caches (k/v quant types, kv_cache_bit_width, non-float cache),
+ * and the inputs position_ids, attention_bias, head_sink, k_scale/v_scale, q/k norm weights.
+ */
+#include "ops/families.h"
+#include "ops/llm.h"
+
+#include <math.h>
+#include <string.h>
+
+/* A value's static rank, or -1 when unknown (rank 0 counts as unknown: see norm.c). */
+static int rank_of(const ir_value *v) { return v && v->rank > 0 ? v->rank : -1; }
+
+static int to_f32(tr_ctx *t, mx_array *a) {
+  if (*a && mx_dtype_of(*a) != MX_FLOAT32) TR_TRY(mx_astype(t->mx, a, *a, MX_FLOAT32));
+  return MX_OK;
+}
+
+/* --- claim ------------------------------------------------------------------------------- */
+static const struct {
+  int index;
+  const char *name;
+} unsupported_inputs[] = {
+    {9, "position_ids"}, {10, "attention_bias"}, {11, "head_sink"}, {12, "k_scale"},
+    {13, "v_scale"},     {14, "q_norm_weight"},  {15, "k_norm_weight"},
+};
+
+static bool claim_attrs(const ir_node *n, op_why why) {
+  int64_t nq = ir_attr_int(n, "num_heads", 0), nkv = ir_attr_int(n, "kv_num_heads", 0);
+  if (nq <= 0 || nkv <= 0 || nq % nkv)
+    return op_decline(why, "GroupQueryAttention needs positive num_heads (%lld) that are a "
+                           "multiple of kv_num_heads (%lld)", (long long)nq, (long long)nkv);
+  int64_t window = ir_attr_int(n, "local_window_size", -1);
+  if (window != -1)
+    return op_decline(why, "GroupQueryAttention local_window_size %lld (sliding-window "
+                           "attention) is not supported yet", (long long)window);
+  if (ir_attr_int(n, "sliding_window_cache", 0))
+    return op_decline(why, "GroupQueryAttention sliding_window_cache is not supported yet");
+  float softcap = ir_attr_float(n, "softcap", 0.0f);
+  if (softcap != 0.0f)
+    return op_decline(why, "GroupQueryAttention softcap %g is not supported yet", softcap);
+  if (ir_attr_int(n, "smooth_softmax", 0) == 1)
+    return op_decline(why, "GroupQueryAttention smooth_softmax is not supported yet");
+  int64_t causal = ir_attr_int(n, "causal", 1);
+  if (causal != 1)
+    return op_decline(why, "GroupQueryAttention causal %lld (bidirectional) is not supported; "
+                           "only causal attention", (long long)causal);
+  int64_t qk = ir_attr_int(n, "qk_output", 0);
+  if (qk)
+    return op_decline(why, "GroupQueryAttention qk_output %lld is not supported", (long long)qk);
+  const char *kq = ir_attr_string(n, "k_quant_type", "NONE"),
+             *vq = ir_attr_string(n, "v_quant_type", "NONE");
+  if (strcmp(kq, "NONE") || strcmp(vq, "NONE") || ir_find_attr(n, "kv_cache_bit_width"))
+    return op_decline(why, "GroupQueryAttention with a quantized KV cache (k_quant_type %s, "
+                           "v_quant_type %s) is not supported", kq, vq);
+  return true;
+}
+
+static bool claim_gqa(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
+  (void)r;
+  if (!claim_attrs(n, why)) return false;
+  for (size_t i = 0; i < sizeof unsupported_inputs / sizeof *unsupported_inputs; i++)
+    if (ir_has_input(n, unsupported_inputs[i].index))
+      return op_decline(why, "GroupQueryAttention input %s is not supported yet",
+                        unsupported_inputs[i].name);
+  if (n->n_outputs > 3 && ir_output(g, n, 3))
+    return op_decline(why, "GroupQueryAttention output_qk is not supported");
+  if (ir_has_input(n, 1) != ir_has_input(n, 2))
+    return op_decline(why, "GroupQueryAttention needs key and value both, or neither (packed)");
+  if (ir_has_input(n, 3) != ir_has_input(n, 4))
+    return op_decline(why, "GroupQueryAttention needs past_key and past_value both, or neither");
+  if (ir_has_input(n, 7) != ir_has_input(n, 8))
+    return op_decline(why, "GroupQueryAttention needs cos_cache and sin_cache both");
+  if (ir_attr_int(n, "do_rotary", 0) && !ir_has_input(n, 7))
+    return op_decline(why, "GroupQueryAttention do_rotary needs cos_cache and sin_cache");
+  const ir_value *q = ir_input(g, n, 0);
+  int rank = rank_of(q);
+  if (rank > 0 && rank != 3)
+    return op_decline(why, "GroupQueryAttention query of rank %d (3 expected)", rank);
+  for (int i = 1; i <= 8; i++) {
+    const ir_value *v = ir_input(g, n, i);
+    if (i == 5 || i == 6 || !v || !q) continue;
+    if (v->elem_type != q->elem_type)
+      return op_decline(why, "GroupQueryAttention input %d has element type %s, unlike query's "
+                             "%s (quantized caches are not supported)", i,
+                        ir_elem_name(v->elem_type), ir_elem_name(q->elem_type));
+  }
+  return true;
+}
+
+/* --- translation ------------------------------------------------------------------------- */
+/* x [B, S, N*H] as [B, S, N, H]. */
+static int heads_of(tr_ctx *t, mx_array x, int heads, int head, mx_array *out) {
+  int shape[4] = {mx_dim(x, 0), mx_dim(x, 1), heads, head};
+  return mx_reshape(t->mx, out, x, shape, 4);
+}
+
+static int all_of(tr_ctx *t, mx_array ok, mx_array *out) {
+  int flat = -1, axis = 0;
+  TR_TRY(mx_reshape(t->mx, &ok, ok, &flat, 1));
+  return mx_reduce(t->mx, out, MX_ALL, ok, &axis, 1, false);
+}
+
+/* What a run's lengths fix: S new rows, present rows P = max(total, past) (ORT's rule), the
+ * first prompt (S == total: no past is read), and per batch entry the past rows in use,
+ * past_b = seqlens_k + 1 - S (0 for the first prompt), as int32 [B, 1, 1, 1]. */
+typedef struct gqa_lengths {
+  int s, past, present;
+  bool prompt;
+  mx_array past_b;
+} gqa_lengths;
+
+static int lengths(tr_ctx *t, int s, int past, gqa_lengths *L) {
+  int64_t total = 0;
+  size_t count = 0;
+  TR_TRY(tr_host_ints(t, 6, &total, 1, &count));
+  if (count != 1 || total < s)
+    return tr_fail(t, "total_sequence_length must be one value >= the new length %d", s);
+  L->s = s, L->past = past, L->prompt = total == s;
+  L->present = total > past ? (int)total : past;
+  mx_array seq = tr_in(t, 5), off, zero, lo, hi, ok;
+  int shape[4] = {-1, 1, 1, 1};
+  TR_TRY(mx_astype(t->mx, &seq, seq, MX_INT32));
+  TR_TRY(mx_reshape(t->mx, &seq, seq, shape, 4));
+  TR_TRY(mx_scalar_int(t->mx, &off, 1 - s, MX_INT32));
+  TR_TRY(mx_binary(t->mx, &L->past_b, MX_ADD, seq, off));
+  TR_TRY(mx_scalar_int(t->mx, &zero, 0, MX_INT32));
+  if (L->prompt) TR_TRY(mx_binary(t->mx, &L->past_b, MX_MULTIPLY, L->past_b, zero));
+  /* the rows read from past must exist, and the new ones must fit in present */
+  int top = L->prompt ? 0 : (past < L->present - s ? past : L->present - s);
+  TR_TRY(mx_binary(t->mx, &lo, MX_GREATER_EQUAL, L->past_b, zero));
+  TR_TRY(mx_scalar_int(t->mx, &off, top, MX_INT32));
+  TR_TRY(mx_binary(t->mx, &hi, MX_LESS_EQUAL, L->past_b, off));
+  TR_TRY(mx_binary(t->mx, &ok, MX_LOGICAL_AND, lo, hi));
+  TR_TRY(all_of(t, ok, &ok));
+  return tr_check_that(t, ok, "seqlens_k + 1 - %d must lie in [0, %d]: the past rows in use "
+                              "must be given, with room for the new ones in %d present rows",
+                       s, top, L->present);
+}
+
+/* The present cache [B, Nkv, P, H]: per entry past rows [0, past_b), the new rows at
+ * [past_b, past_b + S) and zeros after (as ORT's kernel writes a present of its own). */
+static int present_of(tr_ctx *t, const gqa_lengths *L, mx_array past, mx_array fresh,
+                      mx_array *out) {
+  int b = mx_dim(fresh, 0), nkv = mx_dim(fresh, 1), h = mx_dim(fresh, 3), p = L->present;
+  mx_array j, rel, idx, in_new, keep, zero, smax, base, got;
+  int col[4] = {1, 1, p, 1}, full[4] = {b, nkv, p, h};
+  TR_TRY(mx_arange(t->mx, &j, 0, p, 1, MX_INT32));
+  TR_TRY(mx_reshape(t->mx, &j, j, col, 4));
+  TR_TRY(mx_binary(t->mx, &rel, MX_SUBTRACT, j, L->past_b)); /* [B, 1, P, 1] */
+  TR_TRY(mx_scalar_int(t->mx, &zero, 0, MX_INT32));
+  TR_TRY(mx_scalar_int(t->mx, &smax, L->s - 1, MX_INT32));
+  TR_TRY(mx_clip(t->mx, &idx, rel, zero, smax));
+  TR_TRY(mx_broadcast_to(t->mx, &idx, idx, full, 4));
+  TR_TRY(mx_take_along_axis(t->mx, &got, fresh, idx, 2));
+  TR_TRY(mx_binary(t->mx, &in_new, MX_GREATER_EQUAL, rel, zero));
+  TR_TRY(mx_binary(t->mx, &keep, MX_LESS_EQUAL, rel, smax));
+  TR_TRY(mx_binary(t->mx, &in_new, MX_LOGICAL_AND, in_new, keep));
+  TR_TRY(mx_scalar(t->mx, &base, 0.0, mx_dtype_of(fresh)));
+  if (past && L->past > 0 && !L->prompt) {
+    mx_array padded = past;
+    if (L->past < p) {
+      int lo[4] = {0, 0, 0, 0}, hi[4] = {0, 0, p - L->past, 0};
+      TR_TRY(mx_pad(t->mx, &padded, past, lo, hi, 4, base));
+    }
+    TR_TRY(mx_binary(t->mx, &keep, MX_LESS, j, L->past_b));
+    TR_TRY(mx_where(t->mx, &base, keep, padded, base));
+  }
+  return mx_where(t->mx, out, in_new, got, base);
+}
+
+/* Additive mask [B, 1, S, P]: query s sees keys j <= past_b + s. */
+static int causal_bias(tr_ctx *t, const gqa_lengths *L, mx_array *out) {
+  mx_array j, s, lim, ok, zero, ninf;
+  int row[4] = {1, 1, L->s, 1}, col[4] = {1, 1, 1, L->present};
+  TR_TRY(mx_arange(t->mx, &j, 0, L->present, 1, MX_INT32));
+  TR_TRY(mx_reshape(t->mx, &j, j, col, 4));
+  TR_TRY(mx_arange(t->mx, &s, 0, L->s, 1, MX_INT32));
+  TR_TRY(mx_reshape(t->mx, &s, s, row, 4));
+  TR_TRY(mx_binary(t->mx, &lim, MX_ADD, L->past_b, s));
+  TR_TRY(mx_binary(t->mx, &ok, MX_LESS_EQUAL, j, lim));
+  TR_TRY(mx_scalar(t->mx, &zero, 0.0, MX_FLOAT32));
+  TR_TRY(mx_scalar(t->mx, &ninf, -INFINITY, MX_FLOAT32));
+  return mx_where(t->mx, out, ok, zero, ninf);
+}
+
+/* Rotary on the new q and k ([B, S, N, H] float32) at positions past_b + s. */
+static int rotate_new(tr_ctx *t, const ir_node *n, const gqa_lengths *L, mx_array *q,
+                      mx_array *k) {
+  mx_array cosc = tr_in(t, 7), sinc = tr_in(t, 8), pos, r, cosv, sinv;
+  int half = mx_dim(cosc, -1), col[2] = {-1, 1};
+  if (mx_ndim(cosc) != 2 || 2 * half > mx_dim(*q, 3))
+    return tr_fail(t, "cos_cache must be [max_position, rotary_dim / 2] with rotary_dim <= H");
+  TR_TRY(mx_astype(t->mx, &pos, L->past_b, MX_INT64));
+  TR_TRY(mx_reshape(t->mx, &pos, pos, col, 2));
+  TR_TRY(mx_arange(t->mx, &r, 0, L->s, 1, MX_INT64));
+  TR_TRY(mx_binary(t->mx, &pos, MX_ADD, pos, r));
+  TR_TRY(llm_rope_tables(t, cosc, sinc, pos, half, &cosv, &sinv));
+  bool inter = ir_attr_int(n, "rotary_interleaved", 0) != 0;
+  TR_TRY(llm_rope_apply(t, *q, cosv, sinv, 2 * half, inter, q));
+  return llm_rope_apply(t, *k, cosv, sinv, 2 * half, inter, k);
+}
+
+static int translate_gqa(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)r;
+  mx_array q = tr_in(t, 0), k = tr_in(t, 1), v = tr_in(t, 2);
+  mx_array pk = tr_in(t, 3), pv = tr_in(t, 4), y, bias;
+  int nq = (int)ir_attr_int(n, "num_heads", 0), nkv = (int)ir_attr_int(n, "kv_num_heads", 0);
+  if (mx_ndim(q) != 3) return tr_fail(t, "GroupQueryAttention query must be 3-D");
+  int b = mx_dim(q, 0), s = mx_dim(q, 1), width = mx_dim(q, 2);
+  int head = k ? width / nq : width / (nq + 2 * nkv);
+  if (head <= 0 || (k ? head * nq : head * (nq + 2 * nkv)) != width)
+    return tr_fail(t, "query width %d does not split into the heads", width);
+  int past = 0;
+  if (pk) {
+    if (mx_ndim(pk) != 4 || mx_dim(pk, 0) != b || mx_dim(pk, 1) != nkv ||
+        mx_dim(pk, 3) != head || mx_ndim(pv) != 4 || mx_dim(pv, 2) != mx_dim(pk, 2))
+      return tr_fail(t, "past_key/past_value must be [B, kv_num_heads, past, H]");
+    past = mx_dim(pk, 2);
+  }
+  gqa_lengths L;
+  TR_TRY(lengths(t, s, past, &L));
+  mx_dtype cache_t = mx_dtype_of(q);
+  if (!k) { /* packed: [q | k | v] along the last axis */
+    TR_TRY(tr_slice_axis(t, q, 2, nq * head, (nq + nkv) * head, &k));
+    TR_TRY(tr_slice_axis(t, q, 2, (nq + nkv) * head, width, &v));
+    TR_TRY(tr_slice_axis(t, q, 2, 0, nq * head, &q));
+  }
+  TR_TRY(heads_of(t, q, nq, head, &q));
+  TR_TRY(heads_of(t, k, nkv, head, &k));
+  TR_TRY(heads_of(t, v, nkv, head, &v));
+  if (ir_attr_int(n, "do_rotary", 0)) {
+    TR_TRY(to_f32(t, &q));
+    TR_TRY(to_f32(t, &k));
+    TR_TRY(rotate_new(t, n, &L, &q, &k));
+    TR_TRY(mx_astype(t->mx, &k, k, cache_t)); /* stored as ORT stores it */
+  }
+  static const int perm[4] = {0, 2, 1, 3};
+  TR_TRY(mx_transpose(t->mx, &q, q, perm, 4));
+  TR_TRY(mx_transpose(t->mx, &k, k, perm, 4));
+  TR_TRY(mx_transpose(t->mx, &v, v, perm, 4));
+  TR_TRY(present_of(t, &L, pk, k, &k));
+  TR_TRY(present_of(t, &L, pv, v, &v));
+  TR_TRY(tr_out_cast(t, 1, k));
+  TR_TRY(tr_out_cast(t, 2, v));
+  double scale = ir_attr_float(n, "scale", 0.0f);
+  if (scale == 0.0) scale = 1.0 / sqrt((double)head);
+  TR_TRY(to_f32(t, &q));
+  TR_TRY(to_f32(t, &k));
+  TR_TRY(to_f32(t, &v));
+  TR_TRY(causal_bias(t, &L, &bias));
+  TR_TRY(mx_sdpa(t->mx, &y, q, k, v, (float)scale, false, bias));
+  TR_TRY(mx_transpose(t->mx, &y, y, perm, 4));
+  int shape[3] = {b, s, nq * head};
+  TR_TRY(mx_reshape(t->mx, &y, y, shape, 3));
+  tr_note_path(t, TR_PATH_MLX_FUSED, "sdpa", 0, "masked MLX sdpa over the present cache");
+  return tr_out_cast(t, 0, y);
+}
+
+const op_row ops_llm_attention_rows[] = {
+    {"com.microsoft", "GroupQueryAttention", 1, 1, claim_gqa, translate_gqa, OP_VALUE_KEYED,
+     OP_T(IR_FLOAT) | OP_T(IR_FLOAT16), 0,
+     "past/present BNSH, growing or shared buffer, batch entries of their own lengths "
+     "(seqlens_k); separate or packed QKV, in-op rotary; masked MLX sdpa in float32; sliding "
+     "window, softcap, smooth_softmax, quantized caches and inputs 9-15 declined; keyed on "
+     "total_sequence_length (a decode step traces once per length)",
+     NULL, NULL, 1u << 6},
+    OP_ROWS_END,
+};
