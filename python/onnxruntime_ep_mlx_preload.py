@@ -1,13 +1,15 @@
-"""Import order that does not matter, for the installed wheel. The wheel puts
-onnxruntime_ep_mlx_preload.pth into site-packages, and Python runs its one line at start-up:
-install() below, which adds an import hook and does nothing else (no file read, no library
-loaded). The first time anything imports mlx.core, the hook loads the plugin library before
-MLX's, so that libmlx binds its cblas_sgemm to the plugin's own product (src/cpu/sgemm/), as it
-does when onnxruntime_ep_mlx is imported first; otherwise `import mlx` before
-`import onnxruntime_ep_mlx` leaves MLX's CPU matrix products on the reference BLAS of the mlx-cpu
-wheel, about ten times slower (src/cpu/blas_binding.c detects that and says so at session
-creation). The hook never makes an import fail. ONNXRUNTIME_EP_MLX_NO_PRELOAD=1 turns it off.
-A checkout's development install (make build) does not use it.
+"""Import order that does not matter, for the installed wheel, when the user asks for it. The
+wheel puts onnxruntime_ep_mlx_preload.pth into site-packages, and Python runs its one line at
+start-up: install() below. Unless ONNXRUNTIME_EP_MLX_PRELOAD=1 is set it does nothing at all.
+With it, it adds an import hook (no file read, no library loaded): the first time anything
+imports mlx.core, the hook loads the plugin library before MLX's, so that libmlx binds its
+cblas_sgemm to the plugin's own product (src/cpu/sgemm/), as it does when onnxruntime_ep_mlx is
+imported first; otherwise `import mlx` before `import onnxruntime_ep_mlx` leaves MLX's CPU matrix
+products on the reference BLAS of the mlx-cpu wheel (src/cpu/blas_binding.c detects that and
+says so at session creation, naming this switch). It is an opt-in because it changes every
+program of the environment that imports mlx.core, ONNX Runtime or not: their float32 CPU matrix
+products then run on the plugin's sgemm. The hook never makes an import fail. A checkout's
+development install (make build) does not use it.
 """
 import os
 import sys
@@ -47,7 +49,7 @@ class _BeforeMLX:
 
 
 def install():
-    if (os.environ.get("ONNXRUNTIME_EP_MLX_NO_PRELOAD") == "1"
+    if (os.environ.get("ONNXRUNTIME_EP_MLX_PRELOAD") != "1"
             or not sys.platform.startswith("linux")
             or "mlx.core" in sys.modules or _BeforeMLX in sys.meta_path):
         return

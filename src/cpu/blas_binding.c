@@ -2,8 +2,8 @@
  * Which library serves MLX's matrix products in this process. The plugin exports its own
  * cblas_sgemm (cpu/sgemm/sgemm.c), and libmlx's binds to it, but that holds only when the plugin
  * loads libmlx: a process that imported MLX first (Python's `import mlx.core` binds every symbol at
- * load) keeps the reference BLAS bundled with the wheel, about ten times slower on MiniLM
- * (docs/BENCHMARKS.md). This file reads the address libmlx's relocation slot for cblas_sgemm holds
+ * load) keeps the reference BLAS bundled with the wheel for MLX's own products, much slower
+ * (the host kernels call the plugin's product directly either way). This file reads the address libmlx's relocation slot for cblas_sgemm holds
  * (through the loader's program headers and libmlx's dynamic relocations, without calling MLX),
  * names the library it lies in, and compares it with the cblas_sgemm the plugin's own dependency
  * order finds. It only looks: nothing is rebound.
@@ -112,9 +112,10 @@ bool cpu_blas_binding_check(char *note, size_t note_size) {
   }
   snprintf(note, note_size,
            "MLX's matrix products use %s, not %s: MLX was loaded before this plugin (e.g. "
-           "`import mlx.core` ran first) and bound its BLAS then, which can make them about ten "
-           "times slower. Load the plugin first (import onnxruntime_ep_mlx before mlx) or start "
-           "the process with LD_PRELOAD=%s",
+           "`import mlx.core` ran first) and bound its BLAS then, which makes MLX's own "
+           "products much slower. Load the plugin first (import onnxruntime_ep_mlx before mlx), "
+           "set ONNXRUNTIME_EP_MLX_PRELOAD=1 (installed from the wheel), or start the process "
+           "with LD_PRELOAD=%s",
            serving, library_of(intended), library_of(intended));
   return false;
 }
