@@ -323,6 +323,20 @@ def test_global_pool_of_empty_input_fails_naming_the_node(op, x_shape):
         (0, good_shape[1]) + (1,) * (len(x_shape) - 2)
 
 
+@pytest.mark.parametrize("x_shape", [(0, 5, 10, 0), (0, 5, 0), (0, 0, 3, 3), (0, 2, 0, 0)],
+                         ids=str)
+@pytest.mark.parametrize("op", GLOBALS)
+def test_global_pool_of_empty_batch_with_an_empty_spatial_dim(op, x_shape):
+    """An empty batch whose spatial dim is empty too: ORT's CPU provider answers the empty
+    [0, C, 1, ...]; the EP failed (MLX's max refuses to reduce an empty axis; seed 700 case 964
+    of the fuzzer)."""
+    m = global_model(op, TensorProto.FLOAT, [None] * len(x_shape), 18)
+    x = {"x": np.ones(x_shape, np.float32)}
+    got = of.mlx_outputs(m, x)[0]
+    want = harness.cpu_session(m).run(None, x)[0]
+    assert got.shape == want.shape == x_shape[:2] + (1,) * (len(x_shape) - 2)
+
+
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
 @pytest.mark.parametrize("n,k,s,pads,ceil", [(3, 5, 1, [0, 0], 0), (1, 3, 1, [0, 0], 1),
                                              (1, 5, 2, [0, 0], 0), (1, 5, 1, [1, 1], 0)])
