@@ -306,6 +306,15 @@ static int translate_global(tr_ctx *t, const ir_node *n, const op_row *r) {
   TR_TRY(nonempty_unless_batch(t, x));
   for (int i = 2; i < rank; i++) axes[i - 2] = i;
   int na = rank - 2;
+  if (mx_size(x) == 0) { /* an empty batch (with maybe an empty spatial dim too, which MLX's
+                          * max refuses to reduce): the [0, C, 1, ...] result has no element */
+    int shape[MX_MAX_RANK];
+    mx_array zero;
+    for (int i = 0; i < rank; i++) shape[i] = i < 2 ? mx_dim(x, i) : 1;
+    TR_TRY(mx_scalar(t->mx, &zero, 0, mx_dtype_of(x)));
+    TR_TRY(mx_full(t->mx, &y, shape, rank, zero));
+    return tr_out_cast(t, 0, y);
+  }
   double p = lp_p(n);
   if (kind == POOL_AVG && cpu_pool_applies(t, x)) {
     TR_TRY(cpu_pool_global_average(t, x, &y));

@@ -568,12 +568,14 @@ def test_conv_empty_input_made_up_by_pads_is_the_bias():
 
 
 # (op, X, W, attrs, the output's spatial dims, whether ORT's CPU provider is asked: with pads,
-# or output_padding, or groups, its kernels never return on zero channels)
+# or output_padding, or groups, its kernels never return on zero channels, and its Conv may leave
+# the output unwritten (the fuzzer saw NaN from an earlier buffer: seed 900 case 1160), so for
+# Conv the spec's bias broadcast alone is the reference)
 NO_CHANNELS = [
-    ("Conv", (2, 0, 5, 5), (4, 0, 3, 3), {}, (3, 3), True),
+    ("Conv", (2, 0, 5, 5), (4, 0, 3, 3), {}, (3, 3), False),
     ("Conv", (2, 0, 5, 5), (4, 0, 3, 3), dict(pads=[1, 1, 1, 1], strides=[2, 2]), (3, 3), False),
-    ("Conv", (0, 0, 5, 5), (4, 0, 3, 3), {}, (3, 3), True),
-    ("Conv", (1, 0, 6), (4, 0, 2), dict(dilations=[2]), (4,), True),
+    ("Conv", (0, 0, 5, 5), (4, 0, 3, 3), {}, (3, 3), False),
+    ("Conv", (1, 0, 6), (4, 0, 2), dict(dilations=[2]), (4,), False),
     ("ConvTranspose", (6, 0, 20, 8), (0, 1, 1, 1), {}, (20, 8), True),
     ("ConvTranspose", (2, 0, 4, 4), (0, 2, 3, 3), dict(strides=[2, 2], group=2), (9, 9), False),
     ("ConvTranspose", (2, 0, 4, 4), (0, 2, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1]),

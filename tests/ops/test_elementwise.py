@@ -550,6 +550,60 @@ def test_clip_nan_passes_through():
     assert np.isnan(got[0][0])
 
 
+INF_ROW = np.array([np.inf, -np.inf, np.nan, 6e4, -3.0, 5.0], np.float32)
+
+
+@pytest.mark.parametrize("lo,hi", [(None, None), (-1.0, None), (None, 1.0)], ids=str)
+@pytest.mark.parametrize("opset", [6, 11, 13])
+@pytest.mark.parametrize("dtype", [F32, F16, np.dtype(np.float64)], ids=str)
+def test_clip_default_bounds_clamp_infinities(lo, hi, opset, dtype):
+    """An absent min (max) is the type's lowest (highest) value from opset 11, and float32's
+    range before (the attributes' defaults, which a float16 holds as inf): so +-inf is clamped to
+    it, as the spec says and ORT does; the EP passed inf through (found by the fuzzer)."""
+    if opset < 11:
+        attrs = {k: v for k, v in (("min", lo), ("max", hi)) if v is not None}
+        m = clip_model(oc.elem(dtype), INF_ROW.shape, opset, **attrs)
+        feeds = {"x": INF_ROW.astype(dtype)}
+        with np.errstate(over="ignore"):  # float32's largest value is inf as a float16
+            bound = np.float32(np.finfo(np.float32).max).astype(dtype)
+    else:
+        m = clip_model(oc.elem(dtype), INF_ROW.shape, opset, lo, hi)
+        feeds = {"x": INF_ROW.astype(dtype)}
+        feeds.update({k: np.array(v, dtype) for k, v in (("lo", lo), ("hi", hi)) if v is not None})
+        bound = np.finfo(dtype).max
+    got = of.mlx_outputs(m, feeds)[0]
+    want = np.clip(feeds["x"], -bound if lo is None else lo, bound if hi is None else hi)
+    np.testing.assert_array_equal(got, want)
+    # ORT has no float64 Clip-6 or Clip-11, and its float16 Clip-11 leaves inf unclamped
+    # (Clip-12 on clamps it): there the spec is the reference (tools/fuzz/known.py says so)
+    if dtype == F32 or (opset != 11 and dtype == F16) or (opset > 11 and dtype == np.float64):
+        np.testing.assert_array_equal(got, harness.cpu_session(m).run(None, feeds)[0])
+
+
+@pytest.mark.parametrize("lo,hi", [(-1.0, None), (None, 1.0)], ids=str)
+def test_clip_default_bound_in_a_host_chain(lo, hi, monkeypatch):
+    """Mul -> Add -> Clip over a large float32 tensor runs as one host kernel on the CPU device
+    when the group is not compiled shapeless (its Clip step had +-inf for an absent bound); the
+    run record names the Clip's path."""
+    monkeypatch.setenv("ONNXRUNTIME_EP_MLX_NO_SHAPELESS", "1")
+    x = np.resize(INF_ROW, (64, 128)).copy()
+    inits = [("two", np.array(2, np.float32)), ("one", np.array(1, np.float32))]
+    names = ["a", "lo" if lo is not None else "", "hi" if hi is not None else ""]
+    inits += [(k, np.array(v, np.float32)) for k, v in (("lo", lo), ("hi", hi)) if v is not None]
+    nodes = [helper.make_node("Mul", ["x", "two"], ["m"], name="mul"),
+             helper.make_node("Add", ["m", "one"], ["a"], name="add"),
+             helper.make_node("Clip", [n for n in names if n] if hi is None else names, ["y"],
+                              name="c")]
+    m = harness.make_model(nodes, [("x", TensorProto.FLOAT, x.shape)],
+                           [("y", TensorProto.FLOAT, None)], initializers=inits, opset=13)
+    got, stats = harness.run_with_stats(m, {"x": x})
+    want = harness.cpu_session(m).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got[0], want)
+    assert np.isfinite(got[0][~np.isnan(got[0])]).all()
+    paths = {k: v for g in stats["groups"] for k, v in g["node_paths"].items()}
+    assert paths.get("c"), paths
+
+
 def test_clip_vector_bound_declined(tmp_path):
     m = clip_model(TensorProto.FLOAT, (2, 3), 13, 0.0, None, bound_shape=(3,))
     oc.check_declined(m, None, "n", "must be a scalar", tmp_path)

@@ -147,6 +147,53 @@ def test_pad_invalid_fails_naming_the_node(mode, shape, pads, match):
     np.testing.assert_array_equal(s.run(None, good)[0], harness.cpu_session(m).run(None, good)[0])
 
 
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect"])
+@pytest.mark.parametrize("shape", [(0, 3), (2, 0), (0, 0)], ids=str)
+def test_pad_of_empty_tensor_grid(mode, shape):
+    """A tensor with a zero-size dim under every pad of -1, 0 or 2 per side (the fuzzer's
+    finding: negative pads cropping an empty axis, edge/reflect padding another axis, failed the
+    run). Output position j reads input position j - pad_begin, so cropping an empty axis by 1
+    and padding it by 2 gives one padded element; an output with no element is empty in every
+    mode; edge/reflect padding an empty axis fails, naming the node. ORT's CPU provider answers
+    each the same way."""
+    import itertools
+    for pads in itertools.product((-1, 0, 2), repeat=4):
+        m = pad_model(TensorProto.FLOAT, [None, None], mode, pads=list(pads), pads_input=False)
+        run_both(m, {"x": np.zeros(shape, np.float32)})
+
+
+@pytest.mark.parametrize("mode,shape,pads,out", [
+    ("wrap", (0, 3), [0, 1, 0, 1], (0, 5)),
+    ("wrap", (2, 0), [1, -1, 0, 1], (3, 0)),
+    ("edge", (3,), [-3, 0], (0,)),
+    ("reflect", (2, 2), [-1, 0, -1, 1], (0, 3)),
+])
+def test_pad_to_an_empty_output(mode, shape, pads, out):
+    """Outputs that hold no element, by the spec's shape rule; ORT's CPU provider fails them
+    (its wrap mode has no empty-input case; a crop to nothing it calls a zero effective extent),
+    so numpy's shape is the reference (tools/fuzz/known.py's oracle exception for empty
+    answers)."""
+    m = pad_model(TensorProto.FLOAT, [None] * len(shape), mode, pads=pads, pads_input=False)
+    got, placed = harness.run_on_mlx(m, {"x": np.ones(shape, np.float32)})
+    assert placed == {"n": harness.EP}
+    assert got[0].shape == out
+
+
+@pytest.mark.parametrize("mode,shape,pads", [("edge", (0, 3), [1, 0, 0, 0]),
+                                             ("reflect", (2, 0), [0, 0, 0, 1]),
+                                             ("wrap", (0, 3), [1, 0, 0, 0]),
+                                             ("edge", (3,), [-4, 1])])
+def test_pad_repeating_an_empty_axis_fails_naming_the_node(mode, shape, pads):
+    """edge/reflect/wrap of an axis that is empty (or cropped to nothing) into an output that
+    holds elements: there is no element to repeat."""
+    import ops_failures as of
+    m = pad_model(TensorProto.FLOAT, [None] * len(shape), mode, pads=pads)
+    good = np.arange(1, 1 + np.prod([d or 3 for d in shape]), dtype=np.float32)
+    of.rejects_then_runs(m, {"x": np.zeros(shape, np.float32), "p": np.array(pads, np.int64)},
+                         {"x": good.reshape([d or 3 for d in shape]),
+                          "p": np.zeros(len(pads), np.int64)}, cpu_errs=mode != "wrap")
+
+
 I64_MAX, I64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
 
 

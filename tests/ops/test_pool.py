@@ -323,6 +323,20 @@ def test_global_pool_of_empty_input_fails_naming_the_node(op, x_shape):
         (0, good_shape[1]) + (1,) * (len(x_shape) - 2)
 
 
+@pytest.mark.parametrize("x_shape", [(0, 5, 10, 0), (0, 5, 0), (0, 0, 3, 3), (0, 2, 0, 0)],
+                         ids=str)
+@pytest.mark.parametrize("op", GLOBALS)
+def test_global_pool_of_empty_batch_with_an_empty_spatial_dim(op, x_shape):
+    """An empty batch whose spatial dim is empty too: ORT's CPU provider answers the empty
+    [0, C, 1, ...]; the EP failed (MLX's max refuses to reduce an empty axis; seed 700 case 964
+    of the fuzzer)."""
+    m = global_model(op, TensorProto.FLOAT, [None] * len(x_shape), 18)
+    x = {"x": np.ones(x_shape, np.float32)}
+    got = of.mlx_outputs(m, x)[0]
+    want = harness.cpu_session(m).run(None, x)[0]
+    assert got.shape == want.shape == x_shape[:2] + (1,) * (len(x_shape) - 2)
+
+
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
 @pytest.mark.parametrize("n,k,s,pads,ceil", [(3, 5, 1, [0, 0], 0), (1, 3, 1, [0, 0], 1),
                                              (1, 5, 2, [0, 0], 0), (1, 5, 1, [1, 1], 0)])
@@ -357,6 +371,26 @@ def test_pool_overshoot_grid(op):
             else:
                 np.testing.assert_allclose(s_.run(None, x)[0], want, rtol=1e-6,
                                            err_msg=str((n, k, s, ceil, lo, hi)))
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool", "LpPool"])
+def test_pool_of_empty_batch_shape_grid(op):
+    """An empty batch over small 1-D geometries (input 0-2, kernel 1-3, stride 1-3, ceil_mode,
+    pads): the output has ORT's shape. With ceil_mode, an empty axis without left padding has no
+    window (the one window would start in the right padding): the fuzzer's AveragePool of
+    [0, 7, 0, 6] with kernel 1, stride 2 gave [0, 7, 1, 3] where ORT answers [0, 7, 0, 3]."""
+    import itertools
+    for n, k, s, ceil in itertools.product(range(3), range(1, 4), (1, 2, 3), (0, 1)):
+        for lo, hi in itertools.product(range(k), range(k)):
+            attrs = dict(kernel_shape=[k], strides=[s], pads=[lo, hi], ceil_mode=ceil)
+            m = pool_model(op, TensorProto.FLOAT, [None, 2, None], attrs, opset=19)
+            x = {"x": np.zeros((0, 2, n), np.float32)}
+            try:
+                want = harness.cpu_session(m).run(None, x)[0]
+            except of.CPU_ERRORS:
+                continue  # a window overshooting the input: test_pool_overshoot_grid
+            got = of.mlx_outputs(m, x)[0]
+            assert got.shape == want.shape, (n, k, s, ceil, lo, hi)
 
 
 @pytest.mark.parametrize("shape", [(3,), (2, 3)], ids=str)
