@@ -26,7 +26,9 @@ static int to_f32(tr_ctx *t, mx_array *a) {
 static int biased(tr_ctx *t, mx_array *x) {
   mx_array a = tr_in(t, 0), b = tr_in(t, 1);
   TR_TRY(to_f32(t, &a));
-  if (b) {
+  if (b) { /* ORT's kernels refuse any other bias shape rather than broadcast it */
+    if (mx_ndim(b) != 1 || mx_ndim(a) < 1 || mx_dim(b, 0) != mx_dim(a, -1))
+      return tr_fail(t, "the bias must be a 1-D vector of the input's last dimension");
     TR_TRY(to_f32(t, &b));
     TR_TRY(mx_binary(t->mx, &a, MX_ADD, a, b));
   }

@@ -95,3 +95,28 @@ def test_fused_matmul_declines():
     assert "transA" in declines(model).get("fmm", "")
     model = fmm_model([4, 8], [8, 5], transBatchA=1)
     assert "one rank, 3 or more (ranks 2 and 2)" in declines(model).get("fmm", "")
+
+
+def test_fused_chain_shapeless_across_shapes():
+    """FusedMatMul into FastGelu compile shapeless (they read ranks only): one session over
+    several batch and sequence sizes matches ORT's CPU provider, from few traces."""
+    from mlx_harness import Recorded, cpu_session, only_group
+    nodes = [helper.make_node("FusedMatMul", ["A", "B"], ["Y"], name="fmm",
+                              domain="com.microsoft", transB=1, alpha=0.5),
+             helper.make_node("FastGelu", ["Y", "b"], ["Z"], name="fg", domain="com.microsoft")]
+    model = make_model(nodes, [("A", F, ["b", "s", 8]), ("B", F, ["b", 5, 8])], [("Z", F, None)],
+                       [("b", rnd([5], seed=4))], opset=17, domains=MS)
+    rec, cpu = Recorded(model), cpu_session(model)
+    for b, s in ((2, 3), (1, 4), (3, 7), (2, 3), (4, 9)):
+        f = {"A": rnd([b, s, 8], seed=s), "B": rnd([b, 5, 8], seed=b)}
+        np.testing.assert_allclose(rec.session.run(None, f)[0], cpu.run(None, f)[0], rtol=1e-5,
+                                   atol=1e-5)
+    g = only_group(rec.close())
+    assert g["path"] == "shapeless" and g["fallbacks"] == 0 and g["traces"] <= 2, g
+
+
+def test_fast_gelu_bias_of_another_length_fails_as_ort():
+    from mlx_harness import mlx_session
+    model = act_model("FastGelu", [2, "n"], F, [4], bias_init=True)
+    with pytest.raises(Exception, match="last dimension"):
+        mlx_session(model).run(None, {"x": rnd([2, 6])})
