@@ -40,6 +40,9 @@ extern const op_row ops_tfidf_rows[];       /* TfIdfVectorizer (integer pools) *
 extern const op_row ops_llm_quant_rows[];   /* MatMulNBits (com.microsoft) */
 extern const op_row ops_llm_rotary_rows[]; /* RotaryEmbedding (com.microsoft) */
 extern const op_row ops_llm_attention_rows[]; /* GroupQueryAttention (com.microsoft) */
+extern const op_row ops_llm_gather_rows[]; /* GatherBlockQuantized (com.microsoft) */
+extern const op_row ops_llm_fused_rows[]; /* FastGelu, BiasGelu, QuickGelu, FusedMatMul (com.microsoft) */
+extern const op_row ops_llm_mha_rows[]; /* MultiHeadAttention (com.microsoft) */
 extern const op_row ops_llm_norm_rows[]; /* SimplifiedLayerNormalization, Skip(Simplified)LayerNormalization */
 
 /* Translators shared by several families (ops/common.c): one bridge op named by row->code,

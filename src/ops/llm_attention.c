@@ -17,7 +17,10 @@
  * Attention is computed in float32 from the cache values as stored (half caches widened);
  * present holds the rotated keys rounded to the cache type, as ORT stores them.
  * total_sequence_length fixes P, so it keys the traced variants (read on the host before each
- * call): a decode step traces once per length; the cache is copied into present every step.
+ * call), by class (key_class_gqa): with the shared buffer every decode step reuses one variant;
+ * with a growing past each step traces once (its shapes grow). The cache is copied into present
+ * every step. total_sequence_length < S is refused when the variant is traced, not when a later
+ * call of its class reuses it (nothing but P is read from it).
  *
  * Declined with reasons: local_window_size (sliding windows), softcap, smooth_softmax,
  * causal 0, qk_output, quantized caches (k/v quant types, kv_cache_bit_width, non-float cache),
@@ -122,13 +125,14 @@ static int all_of(tr_ctx *t, mx_array ok, mx_array *out) {
   return mx_reduce(t->mx, out, MX_ALL, ok, &axis, 1, false);
 }
 
-/* What a run's lengths fix: S new rows, present rows P = max(total, past) (ORT's rule), the
- * first prompt (S == total: no past is read), and per batch entry the past rows in use,
- * past_b = seqlens_k + 1 - S (0 for the first prompt), as int32 [B, 1, 1, 1]. */
+/* What a run's lengths fix: S new rows, present rows P = max(total, past) (ORT's rule), and per
+ * batch entry the past rows in use, past_b = seqlens_k + 1 - S, as int32 [B, 1, 1, 1]. ORT
+ * reads no past on a first prompt (S == total); there every entry's seqlens_k + 1 <= S, so
+ * past_b = max(seqlens_k + 1 - S, 0) is the same without asking whether the call is one: the
+ * translation reads total_sequence_length only for P (see key_class_gqa). */
 typedef struct gqa_lengths {
   int s, past, present;
-  bool prompt;
-  mx_array past_b;
+  mx_array past_b, last; /* last: seqlens_k as int32 [B, 1, 1, 1], the last key in use */
 } gqa_lengths;
 
 static int lengths(tr_ctx *t, int s, int past, gqa_lengths *L) {
@@ -137,18 +141,19 @@ static int lengths(tr_ctx *t, int s, int past, gqa_lengths *L) {
   TR_TRY(tr_host_ints(t, 6, &total, 1, &count));
   if (count != 1 || total < s)
     return tr_fail(t, "total_sequence_length must be one value >= the new length %d", s);
-  L->s = s, L->past = past, L->prompt = total == s;
+  L->s = s, L->past = past;
   L->present = total > past ? (int)total : past;
   mx_array seq = tr_in(t, 5), off, zero, lo, hi, ok;
   int shape[4] = {-1, 1, 1, 1};
   TR_TRY(mx_astype(t->mx, &seq, seq, MX_INT32));
   TR_TRY(mx_reshape(t->mx, &seq, seq, shape, 4));
+  L->last = seq;
   TR_TRY(mx_scalar_int(t->mx, &off, 1 - s, MX_INT32));
   TR_TRY(mx_binary(t->mx, &L->past_b, MX_ADD, seq, off));
   TR_TRY(mx_scalar_int(t->mx, &zero, 0, MX_INT32));
-  if (L->prompt) TR_TRY(mx_binary(t->mx, &L->past_b, MX_MULTIPLY, L->past_b, zero));
+  TR_TRY(mx_binary(t->mx, &L->past_b, MX_MAXIMUM, L->past_b, zero));
   /* the rows read from past must exist, and the new ones must fit in present */
-  int top = L->prompt ? 0 : (past < L->present - s ? past : L->present - s);
+  int top = past < L->present - s ? past : L->present - s;
   TR_TRY(mx_binary(t->mx, &lo, MX_GREATER_EQUAL, L->past_b, zero));
   TR_TRY(mx_scalar_int(t->mx, &off, top, MX_INT32));
   TR_TRY(mx_binary(t->mx, &hi, MX_LESS_EQUAL, L->past_b, off));
@@ -157,6 +162,22 @@ static int lengths(tr_ctx *t, int s, int past, gqa_lengths *L) {
   return tr_check_that(t, ok, "seqlens_k + 1 - %d must lie in [0, %d]: the past rows in use "
                               "must be given, with room for the new ones in %d present rows",
                        s, top, L->present);
+}
+
+/* The key's class (op_row.key_class): the translation depends on total_sequence_length only
+ * through P = max(total, past), so every total up to the past's rows (the shared buffer of
+ * onnxruntime-genai, whose decode steps keep the shapes) shares one compiled variant; a growing
+ * past keys on the total (its shapes change every step anyway). Unknown past rows: no class. */
+static bool key_class_gqa(const ir_node *n, int input, int64_t total, const int *const *dims,
+                          const int *ranks, int64_t *klass) {
+  int past = 0;
+  if (input != 6) return false;
+  if (n->inputs[3] != IR_NONE) {
+    if (ranks[3] != 4) return false;
+    past = dims[3][2];
+  }
+  *klass = total > past ? total : -1;
+  return true;
 }
 
 /* The present cache [B, Nkv, P, H]: per entry past rows [0, past_b), the new rows at
@@ -178,7 +199,7 @@ static int present_of(tr_ctx *t, const gqa_lengths *L, mx_array past, mx_array f
   TR_TRY(mx_binary(t->mx, &keep, MX_LESS_EQUAL, rel, smax));
   TR_TRY(mx_binary(t->mx, &in_new, MX_LOGICAL_AND, in_new, keep));
   TR_TRY(mx_scalar(t->mx, &base, 0.0, mx_dtype_of(fresh)));
-  if (past && L->past > 0 && !L->prompt) {
+  if (past && L->past > 0) {
     mx_array padded = past;
     if (L->past < p) {
       int lo[4] = {0, 0, 0, 0}, hi[4] = {0, 0, p - L->past, 0};
@@ -190,7 +211,9 @@ static int present_of(tr_ctx *t, const gqa_lengths *L, mx_array past, mx_array f
   return mx_where(t->mx, out, in_new, got, base);
 }
 
-/* Additive mask [B, 1, S, P]: query s sees keys j <= past_b + s. */
+/* Additive mask [B, 1, S, P]: query s sees keys j <= past_b + s, and none past the entry's
+ * last key (seqlens_k): the padding rows of a right-padded prompt see only its valid keys, as
+ * in ORT's kernel (elsewhere past_b + s never exceeds it). */
 static int causal_bias(tr_ctx *t, const gqa_lengths *L, mx_array *out) {
   mx_array j, s, lim, ok, zero, ninf;
   int row[4] = {1, 1, L->s, 1}, col[4] = {1, 1, 1, L->present};
@@ -199,6 +222,7 @@ static int causal_bias(tr_ctx *t, const gqa_lengths *L, mx_array *out) {
   TR_TRY(mx_arange(t->mx, &s, 0, L->s, 1, MX_INT32));
   TR_TRY(mx_reshape(t->mx, &s, s, row, 4));
   TR_TRY(mx_binary(t->mx, &lim, MX_ADD, L->past_b, s));
+  TR_TRY(mx_binary(t->mx, &lim, MX_MINIMUM, lim, L->last));
   TR_TRY(mx_binary(t->mx, &ok, MX_LESS_EQUAL, j, lim));
   TR_TRY(mx_scalar(t->mx, &zero, 0.0, MX_FLOAT32));
   TR_TRY(mx_scalar(t->mx, &ninf, -INFINITY, MX_FLOAT32));
@@ -284,7 +308,8 @@ const op_row ops_llm_attention_rows[] = {
      "past/present BNSH, growing or shared buffer, batch entries of their own lengths "
      "(seqlens_k); separate or packed QKV, in-op rotary; masked MLX sdpa in float32; sliding "
      "window, softcap, smooth_softmax, quantized caches and inputs 9-15 declined; keyed on "
-     "total_sequence_length (a decode step traces once per length)",
-     NULL, NULL, 1u << 6},
+     "total_sequence_length by class: shared-buffer decode steps share one trace, a growing "
+     "past traces once per length",
+     NULL, NULL, 1u << 6, key_class_gqa},
     OP_ROWS_END,
 };

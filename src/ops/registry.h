@@ -52,6 +52,14 @@ typedef op_compile_class (*op_node_class_fn)(const ir_graph *g, const ir_node *n
  * tr_derived instead of recomputing them on every run. */
 typedef int (*op_prepare_fn)(struct tr_ctx *t, const ir_node *n, const struct op_row *row);
 
+/* OP_VALUE_KEYED rows: the class of a key input's value, when the row knows that every value of
+ * the class gives the same translation, so that one compiled variant (traced for the first value
+ * met) serves them all. dims[i] / ranks[i] are the dims of the node's input i where they are
+ * known before the call (graph inputs of the group), ranks[i] -1 otherwise. False: no class
+ * (the variant is keyed on the value itself). */
+typedef bool (*op_key_class_fn)(const ir_node *n, int input, int64_t value,
+                                const int *const *dims, const int *ranks, int64_t *klass);
+
 /* Element-type masks: bit (1 << IR_*) per ONNX element type. */
 #define OP_T(x) (1u << (x))
 #define OP_FLOATS (OP_T(IR_FLOAT) | OP_T(IR_FLOAT16) | OP_T(IR_BFLOAT16))
@@ -96,6 +104,7 @@ typedef struct op_row {
   op_prepare_fn prepare;       /* optional: work on constant inputs done once at plan build */
   uint32_t key_inputs;         /* OP_VALUE_KEYED nodes: the scalar inputs that key a variant,
                                 * one bit per input index */
+  op_key_class_fn key_class;   /* optional: classes of key values sharing one variant */
 } op_row;
 
 /* The compile class of one node: the row's, or the node's own when the row has a hook. */

@@ -295,7 +295,39 @@ typedef struct key_values {
   int n;
   double value[PLAN_MAX_KEYS];
   mx_dtype dtype[PLAN_MAX_KEYS];
+  bool classed[PLAN_MAX_KEYS]; /* value[k] stands for klass[k]: variants are keyed on the class */
+  int64_t klass[PLAN_MAX_KEYS];
 } key_values;
+
+/* The class of key k's value (op_row.key_class), when every value-keyed node reading it names
+ * the same one; false when any does not (the variant is then keyed on the value). values: the
+ * side translation's, where the group's inputs are bound. */
+static bool key_class_of(const plan *p, const mx_array *values, int k, double value,
+                         int64_t *klass) {
+  const ir_graph *g = p->g;
+  bool any = false;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    if (p->folded[i] || p->classes[i] != OP_VALUE_KEYED) continue;
+    for (int j = 0; j < n->n_inputs && j < 32; j++) {
+      if (!(p->rows[i]->key_inputs >> j & 1u) || n->inputs[j] != p->keys[k]) continue;
+      if (!p->rows[i]->key_class || n->n_inputs > 32 || value != (double)(int64_t)value)
+        return false;
+      const int *dims[32];
+      int ranks[32];
+      for (int m = 0; m < n->n_inputs; m++) {
+        mx_array a = n->inputs[m] == IR_NONE ? NULL : values[n->inputs[m]];
+        dims[m] = a ? mx_shape(a) : NULL;
+        ranks[m] = a ? mx_ndim(a) : -1;
+      }
+      int64_t c;
+      if (!p->rows[i]->key_class(n, j, (int64_t)value, dims, ranks, &c) || (any && c != *klass))
+        return false;
+      *klass = c, any = true;
+    }
+  }
+  return any;
+}
 
 /* The plan's key values for these inputs: the nodes computing them translated eagerly into a
  * scratch arena (the compiled call computes them again; they are small: an If's cond), then each
@@ -322,6 +354,7 @@ static int compute_keys(plan *p, mx_ctx *ctx, const mx_array *bound, key_values 
     kv->dtype[k] = mx_dtype_of(a);
     rc = tr_scalar_value(&s.ctx, a, &kv->value[k]);
     if (rc != MX_OK) snprintf(s.err, sizeof s.err, "%s", s.ctx.error);
+    kv->classed[k] = rc == MX_OK && key_class_of(p, s.values, k, kv->value[k], &kv->klass[k]);
     kv->n = k + 1;
   }
   if (rc != MX_OK) mx_set_error(ctx, "%s", s.err[0] ? s.err : "computing the plan's keys failed");
@@ -365,7 +398,9 @@ static size_t pattern_of(const mx_array *bound, int n, int64_t *sig) {
   return len;
 }
 
-/* A variant's key values, as constants in its arena: its trace reads them as known values. */
+/* A variant's key values, as constants in its arena: its trace reads them as known values (for
+ * a classed key, the value of the call that traced it: the row vouches that any value of the
+ * class translates the same). */
 static int keep_keys(plan *p, mx_ctx *ctx, plan_cache_entry *e, const key_values *kv) {
   if (!e->fixed_values) e->fixed_values = calloc((size_t)p->g->n_values + 1, sizeof(mx_array));
   if (!e->fixed_values) return mx_set_error(ctx, "out of memory"), MX_ERR_NOMEM;
@@ -414,9 +449,10 @@ static int compiled_for(plan *p, mx_ctx *ctx, const mx_array *bound, int n_bound
                                           : signature_of(bound, n_bound, sig);
   key_values kv;
   TR_TRY(compute_keys(p, ctx, bound, &kv));
-  for (int k = 0; k < kv.n; k++) {
-    sig[len++] = kv.dtype[k];
-    memcpy(&sig[len++], &kv.value[k], sizeof(int64_t));
+  for (int k = 0; k < kv.n; k++) { /* a classed value keys by its class (run.c: key_class_of) */
+    sig[len++] = kv.classed[k] ? -1 - (int64_t)kv.dtype[k] : kv.dtype[k];
+    if (kv.classed[k]) sig[len++] = kv.klass[k];
+    else memcpy(&sig[len++], &kv.value[k], sizeof(int64_t));
   }
   p->cache_clock++;
   for (int i = 0; i < p->cache_count; i++) {

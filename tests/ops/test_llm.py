@@ -625,8 +625,8 @@ def test_matmulnbits_path(bs, path):
 
 def test_decoder_layer_is_one_group():
     """The whole layer fuses into one MLX group that runs every step without failures or
-    fallbacks (from the run record). It is keyed on total_sequence_length: a decode step traces
-    once per length (issue 25 wants that gone)."""
+    fallbacks (from the run record). With a growing past each decode step traces once (its
+    shapes grow); the shared buffer's steps share one trace (next test)."""
     import gc
     import json
     import os
@@ -658,8 +658,50 @@ def test_decoder_layer_is_one_group():
     assert node_path(stats, "qkv") == QUANTIZED, group
 
 
+def test_decoder_layer_shared_buffer_decode_traces_once():
+    """onnxruntime-genai's convention (past and present one buffer of capacity 16): a prefill
+    and four decode steps through one session, each against ORT's CPU provider, trace twice in
+    all (the prefill, then one variant every decode step reuses: total_sequence_length keys the
+    group by class, key_class_gqa), from the run record's counters."""
+    from mlx_harness import Recorded, cpu_session, only_group
+    model = decoder_layer()
+    ref_model = decoder_layer()
+    for node in ref_model.graph.node:
+        for a in node.attribute:
+            if a.name == "accuracy_level":
+                a.i = 0
+    rec, cpu = Recorded(model), cpu_session(ref_model)
+    r = np.random.default_rng(2)
+    cap, valid = 16, 0
+    pk = pv = np.zeros((1, 2, cap, 32), np.float32)
+    for st in (6, 1, 1, 1, 1):
+        total = valid + st
+        feeds = {"hidden": r.standard_normal((1, st, 128)).astype(np.float32),
+                 "past_key": pk, "past_value": pv, "seqlens_k": np.array([total - 1], np.int32),
+                 "total_len": np.array(total, np.int32)}
+        got, ref = rec.session.run(None, feeds), cpu.run(None, feeds)
+        for g, w in zip(got, ref):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+        pk, pv, valid = got[1], got[2], total
+    g = only_group(rec.close())
+    assert g["runs"] == 5 and g["fallbacks"] == 0 and g["failures"] == 0, g
+    assert g["traces"] == 2 and g["cache_hits"] == 3, g
+
+
 @pytest.mark.parametrize("bits,bs,zp_form", [(4, 16, "uint8"), (4, 256, None), (8, 64, "uint8"),
                                              (8, 128, None), (4, 64, "float")])
 def test_matmulnbits_float16_forms(bits, bs, zp_form):
     model, _ = mnb_model([2, 3, 320], 48, 320, bits, bs, zp_form, H16, bias=True)
     run_mnb(model, feeds_a([2, 3, 320], H16), H16)
+
+
+@pytest.mark.parametrize("with_past", [False, True])
+def test_gqa_padded_batch_prompt(with_past):
+    """A first prompt (S == total_sequence_length) of two entries, the second right-padded
+    (seqlens_k 4 and 2): no past is read for either, as ORT's kernel reads none on a first
+    prompt, whether or not an (empty or shared) past is given."""
+    model, feeds = gqa_model(s=5, past=8 if with_past else 0, batch=2, rotary=True,
+                             with_past=with_past)
+    feeds["seqlens_k"] = np.array([4, 2], np.int32)
+    feeds["total_len"] = np.array(5, np.int32)
+    check_against_cpu(model, feeds, **gqa_tol(F))
