@@ -7,6 +7,7 @@
  */
 #include "ep/ep_types.h"
 #include "ep/log.h"
+#include "ep/profiler.h"
 #include "plan/plan.h"
 #include "plan/packed.h"
 
@@ -111,7 +112,15 @@ static OrtStatus *run_locked(compute_info *ci, OrtKernelContext *kctx, mx_ctx *m
     st = read_input(ort, kctx, (size_t)i, &inputs[i]);
   if (st) return st;
   char err[1024];
+  bool profiled = ep_profiling_now();
+  uint64_t t0 = profiled ? ep_profiler_clock_ns() : 0;
+  unsigned long long traces = atomic_load(&p->stats.traces);
+  unsigned long long compiled = atomic_load(&p->stats.compiled_runs);
   int rc = plan_run(p, mx, inputs, outputs, err, sizeof err);
+  if (profiled && rc == MX_OK)
+    ep_profiler_record(p->name, p->g->n_nodes, t0, ep_profiler_clock_ns() - t0,
+                       atomic_load(&p->stats.compiled_runs) != compiled ? "compiled" : "eager",
+                       atomic_load(&p->stats.traces) != traces);
   if (rc != MX_OK)
     return ep_status(ort, rc == MX_ERR_NOMEM ? ORT_FAIL : ORT_RUNTIME_EXCEPTION, "%s: %s",
                      EP_NAME, err);

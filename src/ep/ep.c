@@ -7,6 +7,7 @@
 #include "cpu/cpu.h"
 #include "ep/ep_types.h"
 #include "ep/log.h"
+#include "ep/profiler.h"
 #include "ep/stats.h"
 #include "plan/plan.h"
 
@@ -81,6 +82,10 @@ OrtStatus *ep_create(ep_factory *factory, const OrtSessionOptions *so, const Ort
   b->GetCapability = ep_get_capability;
   b->Compile = ep_compile;
   b->ReleaseNodeComputeInfos = ep_release_compute_infos;
+  if (factory->profiling) { /* the OrtEp fields of versions 24 and 25 stay NULL but this one */
+    b->ort_version_supported = EP_ORT_API_VERSION_PROFILER;
+    b->CreateProfiler = ep_create_profiler;
+  }
   *out = b;
   return NULL;
 }

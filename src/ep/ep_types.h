@@ -47,6 +47,7 @@ typedef struct ep_factory {
   int ort_version; /* EP_ORT_API_VERSION, or higher when ORT offers an optional newer call */
   const OrtEpApi *ep_api;
   const OrtLogger *logger;
+  bool profiling; /* ORT offers API version 25: the EP can take part in ORT's profiler */
   char registered_name[128];
 } ep_factory;
 
