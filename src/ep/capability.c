@@ -3,8 +3,8 @@
  * nodes with the partitioner and hand each group to ORT to fuse, with constant initializers
  * dropped from the fused node's inputs (Compile copies them into the plan). Claimed nodes whose
  * sequence or optional values would cross a group's boundary are unclaimed (ep/containers.c)
- * and the partition redone until stable. The partition report is printed (verbose) and written
- * (report_file) here.
+ * and the partition redone until stable. The partition report is logged (ORT's logger; stderr
+ * with verbose on) and written (report_file) here.
  */
 #include "ep/containers.h"
 #include "ep/ep_types.h"
@@ -144,6 +144,7 @@ OrtStatus *ORT_API_CALL ep_get_capability(OrtEp *this_ptr, const OrtGraph *graph
   }
   st = add_groups(ep, g, group_of, r.groups, r.group_sizes, info);
   if (ep->options.verbose) report_print(&r, stderr);
+  report_log(&r, ep);
   if (!st && ep->options.report_file[0] && report_write_json(&r, ep->options.report_file) != 0)
     st = ep_status(ep->ort, ORT_FAIL, "%s: cannot write the report to '%s'", EP_NAME,
                    ep->options.report_file);

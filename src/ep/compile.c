@@ -6,6 +6,8 @@
  * Run calls on one session (or many sessions) are correct; everything else is per call.
  */
 #include "ep/ep_types.h"
+#include "ep/log.h"
+#include "ep/profiler.h"
 #include "plan/plan.h"
 #include "plan/packed.h"
 
@@ -85,6 +87,22 @@ static OrtStatus *write_output(const OrtApi *ort, OrtKernelContext *kctx, size_t
   return NULL;
 }
 
+/* The group's first Run, once (runs are counted under the MLX lock, so one call sees 1): when
+ * slower than the slow_first_run_ms option (1 s: users see a stall and ask where it went), a
+ * warning, shown at ORT's default severity, saying how much of it was tracing and MLX's compile. */
+static void warn_slow_first_run(const mlx_ep *ep, const plan *p) {
+  uint64_t first = atomic_load(&p->stats.first_run_ns), trace = atomic_load(&p->stats.trace_ns);
+  long limit_ms = ep->options.slow_first_run_ms;
+  if (limit_ms < 0 || first < (uint64_t)limit_ms * 1000 * 1000) return;
+  if (trace > first) trace = first;
+  EP_LOG(ep, ORT_LOGGING_LEVEL_WARNING,
+         "group '%s' (%d nodes, path %s): first Run took %.3f s: %.3f s tracing and compiling "
+         "(%llu trace(s)), %.3f s binding inputs and evaluating",
+         p->name, p->g->n_nodes, plan_path_name(p->path), (double)first / 1e9,
+         (double)trace / 1e9, (unsigned long long)atomic_load(&p->stats.traces),
+         (double)(first - trace) / 1e9);
+}
+
 static OrtStatus *run_locked(compute_info *ci, OrtKernelContext *kctx, mx_ctx *mx,
                              plan_tensor *inputs, mx_array *outputs) {
   const OrtApi *ort = ci->ep->ort;
@@ -94,12 +112,21 @@ static OrtStatus *run_locked(compute_info *ci, OrtKernelContext *kctx, mx_ctx *m
     st = read_input(ort, kctx, (size_t)i, &inputs[i]);
   if (st) return st;
   char err[1024];
+  bool profiled = ep_profiling_now();
+  uint64_t t0 = profiled ? ep_profiler_clock_ns() : 0;
+  unsigned long long traces = atomic_load(&p->stats.traces);
+  unsigned long long compiled = atomic_load(&p->stats.compiled_runs);
   int rc = plan_run(p, mx, inputs, outputs, err, sizeof err);
+  if (profiled && rc == MX_OK)
+    ep_profiler_record(p->name, p->g->n_nodes, t0, ep_profiler_clock_ns() - t0,
+                       atomic_load(&p->stats.compiled_runs) != compiled ? "compiled" : "eager",
+                       atomic_load(&p->stats.traces) != traces);
   if (rc != MX_OK)
     return ep_status(ort, rc == MX_ERR_NOMEM ? ORT_FAIL : ORT_RUNTIME_EXCEPTION, "%s: %s",
                      EP_NAME, err);
   for (int i = 0; i < p->g->n_graph_outputs && !st; i++)
     st = write_output(ort, kctx, (size_t)i, mx, outputs[i], p);
+  if (atomic_load(&p->stats.runs) == 1) warn_slow_first_run(ci->ep, p);
   return st;
 }
 

@@ -34,6 +34,8 @@ typedef struct ep_options {
   bool host_math;         /* off with ONNXRUNTIME_EP_MLX_NO_HOST_MATH=1 (cpu/math.c) */
   bool portable_sgemm;    /* on with ONNXRUNTIME_EP_MLX_PORTABLE_SGEMM=1 (cpu/sgemm/kernel.c) */
   bool avx512_sgemm;      /* off with ONNXRUNTIME_EP_MLX_NO_AVX512_SGEMM=1 (cpu/sgemm/kernel.c) */
+  long slow_first_run_ms; /* ONNXRUNTIME_EP_MLX_SLOW_FIRST_RUN_MS: a slower first Run of a group
+                           * is a warning through ORT's logger (default 1000) */
   long cpu_cache_mb;      /* option cpu_cache_mb: MLX's CPU buffer cache at least this (0: MLX's) */
   long fail_bridge_call;  /* ONNXRUNTIME_EP_MLX_FAIL_BRIDGE_CALL=N: the Nth guarded bridge call
                            * after the EP's creation fails (fault injection, for tests; 0: off) */
@@ -45,6 +47,7 @@ typedef struct ep_factory {
   int ort_version; /* EP_ORT_API_VERSION, or higher when ORT offers an optional newer call */
   const OrtEpApi *ep_api;
   const OrtLogger *logger;
+  bool profiling; /* ORT offers API version 25: the EP can take part in ORT's profiler */
   char registered_name[128];
 } ep_factory;
 

@@ -4,6 +4,7 @@
  * then and the plugin loads into every ORT from 1.23 on.
  */
 #include "ep/factory.h"
+#include "ep/profiler.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,6 +120,8 @@ OrtStatus *ep_factory_create(const char *registered_name, const OrtApiBase *api_
   fac->ort = ort;
   fac->ort_version = version;
   fac->ep_api = ort->GetEpApi();
+  /* ORT 1.25+ lets an EP add events to its profiler (ep/profiler.h); older ones lack the calls */
+  fac->profiling = api_base->GetApi(EP_ORT_API_VERSION_PROFILER) != NULL;
   fac->logger = logger;
   snprintf(fac->registered_name, sizeof fac->registered_name, "%s",
            registered_name && *registered_name ? registered_name : EP_NAME);

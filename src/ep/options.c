@@ -24,7 +24,9 @@
  * kernels (cpu/math.c); ONNXRUNTIME_EP_MLX_FAIL_BRIDGE_CALL=N makes the Nth guarded call into the
  * MLX bridge after the EP's creation fail, once (fault injection: tests walk N to prove every
  * failure path returns an OrtStatus and leaves the session usable); an EP created without it
- * disarms it.
+ * disarms it; ONNXRUNTIME_EP_MLX_SLOW_FIRST_RUN_MS=N sets how long a group's first Run may take
+ * before a warning through ORT's logger says where its time went (default 1000; 0 warns always,
+ * for tests).
  */
 #include "ep/ep_types.h"
 
@@ -56,6 +58,8 @@ OrtStatus *ep_options_parse(const OrtApi *ort, const OrtSessionOptions *so, ep_o
   memset(out, 0, sizeof *out);
   out->device = mx_device_available(MX_DEVICE_GPU) ? MX_DEVICE_GPU : MX_DEVICE_CPU;
   out->verbose = env_flag("ONNXRUNTIME_EP_MLX_VERBOSE");
+  const char *slow = getenv("ONNXRUNTIME_EP_MLX_SLOW_FIRST_RUN_MS");
+  out->slow_first_run_ms = slow && *slow ? strtol(slow, NULL, 10) : 1000;
   out->compile = !env_flag("ONNXRUNTIME_EP_MLX_NO_COMPILE");
   out->shapeless = !env_flag("ONNXRUNTIME_EP_MLX_NO_SHAPELESS");
   out->fast_kernels = !env_flag("ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN");

@@ -1,10 +1,12 @@
 /*
- * Prints the partition report for people (stderr, verbose) and writes it as JSON for machines
+ * Gives the partition report to people (ORT's logger: the summary at INFO, each decline at
+ * VERBOSE; stderr with verbose on) and writes it as JSON for machines
  * (the Python CLI reads it). The JSON writer escapes every string it writes.
  */
 #include "ep/report.h"
 
 #include "ep/ep_types.h"
+#include "ep/log.h"
 
 void report_json_string(FILE *f, const char *s) {
   fputc('"', f);
@@ -17,14 +19,34 @@ void report_json_string(FILE *f, const char *s) {
   fputc('"', f);
 }
 
+/* The summary line, without the EP's tag (shared by the print and the log). */
+static void summary_line(const report *r, char *buf, size_t len) {
+  size_t at = (size_t)snprintf(buf, len, "partition: %d of %d nodes claimed, %d fused group(s)",
+                               r->claimed, r->nodes, r->groups);
+  for (int i = 0; i < r->groups && at < len; i++)
+    at += (size_t)snprintf(buf + at, len - at, "%s%d", i ? ", " : " of sizes ", r->group_sizes[i]);
+}
+
 void report_print(const report *r, FILE *out) {
-  fprintf(out, "[%s] partition: %d of %d nodes claimed, %d fused group(s)", EP_NAME, r->claimed,
-          r->nodes, r->groups);
-  for (int i = 0; i < r->groups; i++) fprintf(out, "%s%d", i ? ", " : " of sizes ", r->group_sizes[i]);
-  fprintf(out, "\n");
+  char line[2048];
+  summary_line(r, line, sizeof line);
+  fprintf(out, "[%s] %s\n", EP_NAME, line);
   for (int i = 0; i < r->n_declines; i++) {
     const report_decline *d = &r->declines[i];
     fprintf(out, "[%s]   declined %s '%s': %s\n", EP_NAME, d->op, d->name, d->reason);
+  }
+}
+
+void report_log(const report *r, const mlx_ep *ep) {
+  if (EP_LOG_ON(ep, ORT_LOGGING_LEVEL_INFO)) {
+    char line[2048];
+    summary_line(r, line, sizeof line);
+    EP_LOG(ep, ORT_LOGGING_LEVEL_INFO, "%s", line);
+  }
+  if (!EP_LOG_ON(ep, ORT_LOGGING_LEVEL_VERBOSE)) return;
+  for (int i = 0; i < r->n_declines; i++) {
+    const report_decline *d = &r->declines[i];
+    EP_LOG(ep, ORT_LOGGING_LEVEL_VERBOSE, "declined %s '%s': %s", d->op, d->name, d->reason);
   }
 }
 

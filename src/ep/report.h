@@ -1,7 +1,7 @@
 /*
  * The partition report: how many nodes the EP claimed, into how many fused groups, and every
  * declined node with its op, name and the predicate's reason. Built by GetCapability, printed
- * with verbose on and written as JSON when the report_file option names a file.
+ * with verbose on, logged through ORT's logger, and written as JSON when the report_file option names a file.
  */
 #ifndef REPORT_H
 #define REPORT_H
@@ -23,7 +23,10 @@ typedef struct report {
   int n_declines;
 } report;
 
+struct mlx_ep;
 void report_print(const report *r, FILE *out);
+/* Through the EP's ORT logger: the summary at INFO, one message per decline at VERBOSE. */
+void report_log(const report *r, const struct mlx_ep *ep);
 int report_write_json(const report *r, const char *path); /* 0 on success */
 /* Writes s as a JSON string, escaped. */
 void report_json_string(FILE *f, const char *s);

@@ -64,6 +64,8 @@ void stats_write_groups(const mlx_ep *ep, FILE *f) {
     field(f, "cache_misses", s->cache_misses);
     field(f, "traces", s->traces);
     field(f, "fallbacks", s->fallbacks);
+    field(f, "first_run_ns", s->first_run_ns);
+    field(f, "trace_ns", s->trace_ns);
     field(f, "host_reads", s->host_reads);
     fprintf(f, ", \"turned_eager_by\": [");
     const char *by[3] = {p->compile_broken ? "trace_failed" : NULL,

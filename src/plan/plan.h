@@ -29,6 +29,9 @@ typedef struct plan_tensor {
 typedef struct plan_stats {
   atomic_ullong runs, failures, eval_ns, bytes_in, bytes_out, host_reads;
   atomic_ullong compiled_runs, eager_runs, cache_hits, cache_misses, traces, fallbacks;
+  /* where a slow start went: the first Run's time, and the time of compiled calls that traced
+   * (tracing and MLX's compile; evaluation is lazy and comes after) over the session */
+  atomic_ullong first_run_ns, trace_ns;
 } plan_stats;
 
 typedef enum plan_path { PLAN_EAGER, PLAN_SHAPELESS, PLAN_KEYED } plan_path;

@@ -493,7 +493,10 @@ static int run_compiled(plan *p, mx_ctx *ctx, const mx_array *bound, int n_bound
   int n = p->g->n_graph_outputs;
   mx_array *results = malloc(sizeof(mx_array) * ((size_t)n + 1));
   if (!results) return mx_set_error(ctx, "out of memory"), MX_ERR_NOMEM;
+  uint64_t traces = atomic_load(&p->stats.traces), t0 = plan_now_ns();
   int rc = mx_compiled_call(ctx, fn, bound, (size_t)n_bound, results, (size_t)n + 1);
+  if (atomic_load(&p->stats.traces) != traces)
+    atomic_fetch_add(&p->stats.trace_ns, plan_now_ns() - t0);
   bool read_checks = atomic_load(&p->traced_checks);
   if (rc == MX_OK) rc = mx_eval(ctx, results, (size_t)n + (read_checks ? 1 : 0));
   *checks_ok = true;
@@ -636,9 +639,9 @@ int plan_run(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array *outputs,
   }
   free(bound);
   if (hold) cpu_workers_release();
-  atomic_fetch_add(&p->stats.runs, 1);
-  if (rc != MX_OK) atomic_fetch_add(&p->stats.failures, 1);
   uint64_t took = plan_now_ns() - start;
+  if (atomic_fetch_add(&p->stats.runs, 1) == 0) atomic_store(&p->stats.first_run_ns, took);
+  if (rc != MX_OK) atomic_fetch_add(&p->stats.failures, 1);
   atomic_store(&p->last_run_ns, took);
   atomic_fetch_add(&p->stats.eval_ns, took);
   return rc;
