@@ -1,6 +1,7 @@
 /*
  * Helpers shared by the decoder-LLM families (src/ops/llm_*.c): the rotary embedding that
- * RotaryEmbedding and GroupQueryAttention's in-op rotary both apply.
+ * RotaryEmbedding (contrib and ai.onnx's, misc_nn.c) and GroupQueryAttention's in-op rotary all
+ * apply.
  */
 #ifndef OPS_LLM_H
 #define OPS_LLM_H
@@ -16,8 +17,8 @@
 int llm_rope_tables(tr_ctx *t, mx_array cos_cache, mx_array sin_cache, mx_array pos, int half,
                     mx_array *cos_out, mx_array *sin_out);
 
-/* Rotates the first `rot` values of each head of x (float32 [B, S, N, H]) by the tables of
- * llm_rope_tables; interleaved pairs (x[2i], x[2i+1]) or halves (x[i], x[i + rot/2]); values
+/* Rotates the first `rot` values of each head of x ([B, S, N, H]) by cosv/sinv (broadcasting
+ * over [B, S, N, rot/2], as llm_rope_tables makes them); interleaved pairs (x[2i], x[2i+1]) or halves (x[i], x[i + rot/2]); values
  * past rot pass through. */
 int llm_rope_apply(tr_ctx *t, mx_array x, mx_array cosv, mx_array sinv, int rot, bool interleaved,
                    mx_array *out);

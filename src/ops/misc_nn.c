@@ -14,6 +14,7 @@
  * shape-keyed.
  */
 #include "ops/families.h"
+#include "ops/llm.h"
 #include "plan/translate.h"
 
 #include <math.h>
@@ -110,39 +111,8 @@ static int translate_rotary(tr_ctx *t, const ir_node *n, const op_row *r) {
   TR_TRY(mx_expand_dims(t->mx, &cosc, cosc, ax2, 1));
   TR_TRY(mx_expand_dims(t->mx, &sinc, sinc, ax2, 1));
 
-  mx_array xr, xp = NULL, x1, x2, a, c, re, im, y;
-  TR_TRY(slice_axis(t, x, 3, 0, rot, 1, &xr));
-  if (rot < d) TR_TRY(slice_axis(t, x, 3, rot, d, 1, &xp));
-  bool inter = ir_attr_int(n, "interleaved", 0) != 0;
-  if (inter) {
-    TR_TRY(slice_axis(t, xr, 3, 0, rot, 2, &x1));
-    TR_TRY(slice_axis(t, xr, 3, 1, rot, 2, &x2));
-  } else {
-    TR_TRY(slice_axis(t, xr, 3, 0, half, 1, &x1));
-    TR_TRY(slice_axis(t, xr, 3, half, rot, 1, &x2));
-  }
-  TR_TRY(mx_binary(t->mx, &a, MX_MULTIPLY, cosc, x1));
-  TR_TRY(mx_binary(t->mx, &c, MX_MULTIPLY, sinc, x2));
-  TR_TRY(mx_binary(t->mx, &re, MX_SUBTRACT, a, c));
-  TR_TRY(mx_binary(t->mx, &a, MX_MULTIPLY, sinc, x1));
-  TR_TRY(mx_binary(t->mx, &c, MX_MULTIPLY, cosc, x2));
-  TR_TRY(mx_binary(t->mx, &im, MX_ADD, a, c));
-  if (inter) {
-    static const int last[1] = {4};
-    mx_array pair[2];
-    TR_TRY(mx_expand_dims(t->mx, &pair[0], re, last, 1));
-    TR_TRY(mx_expand_dims(t->mx, &pair[1], im, last, 1));
-    TR_TRY(mx_concatenate(t->mx, &y, pair, 2, 4));
-    int shape[4] = {b, s, h, rot};
-    TR_TRY(mx_reshape(t->mx, &y, y, shape, 4));
-  } else {
-    mx_array pair[2] = {re, im};
-    TR_TRY(mx_concatenate(t->mx, &y, pair, 2, 3));
-  }
-  if (xp) {
-    mx_array parts[2] = {y, xp};
-    TR_TRY(mx_concatenate(t->mx, &y, parts, 2, 3));
-  }
+  mx_array y;
+  TR_TRY(llm_rope_apply(t, x, cosc, sinc, rot, ir_attr_int(n, "interleaved", 0) != 0, &y));
   if (rank == 4) {
     static const int perm[4] = {0, 2, 1, 3};
     TR_TRY(mx_transpose(t->mx, &y, y, perm, 4));
