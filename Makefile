@@ -26,6 +26,11 @@ CFLAGS    ?= -O2 -g
 CXXFLAGS  ?= -O2 -g
 ALL_CFLAGS   := -std=c11 -D_GNU_SOURCE $(WARN) $(C_ONLY) -fPIC -fvisibility=hidden -Isrc -isystem $(ORT_INC) -MMD -MP $(CFLAGS)
 ALL_CXXFLAGS := -std=c++20 $(WARN) -fPIC -fvisibility=hidden -Isrc -isystem $(MLX_DIR)/include -MMD -MP $(CXXFLAGS)
+# MLX's CUDA wheel ships its allocator's header; with CUDA's own headers there too (CUDA_HOME), the
+# bridge copies Run outputs from device memory directly (src/mlx/host_io.cpp says why).
+CUDA_HOME ?= /usr/local/cuda
+CUDA_IO   := $(and $(wildcard $(MLX_DIR)/include/mlx/backend/cuda/allocator.h),$(wildcard $(CUDA_HOME)/include/cuda_runtime.h))
+ALL_CXXFLAGS += $(if $(CUDA_IO),-DMXB_CUDA_IO -isystem $(CUDA_HOME)/include)
 # MLX's Linux CPU wheel calls cblas_sgemm from a bundled reference BLAS. The plugin exports its
 # own (src/cpu/sgemm/), which libmlx binds to when the plugin loads it (the plugin heads the lookup
 # scope). Debian's OpenBLAS is linked ahead of libmlx for MLX's LAPACK calls and as the A/B
@@ -38,7 +43,8 @@ BLAS_LINK := $(if $(OPENBLAS),-Wl$(comma)--no-as-needed $(OPENBLAS) -Wl$(comma)-
 # The wheel build (setup.py) sets it to $$ORIGIN/../mlx/lib, the installed mlx package beside it.
 MLX_RPATH ?= $$ORIGIN/../$(MLX_REL)/lib:$(abspath $(MLX_DIR)/lib)
 LDFLAGS_LIB  := -shared -Wl,--version-script=src/ep/exports.map -Wl,--no-undefined \
-                $(BLAS_LINK) -L$(MLX_DIR)/lib -lmlx -Wl,-rpath,'$(MLX_RPATH)' -lpthread
+                $(BLAS_LINK) -L$(MLX_DIR)/lib -lmlx -Wl,-rpath,'$(MLX_RPATH)' -lpthread \
+                $(if $(CUDA_IO),-ldl)
 
 .PHONY: setup build run test clean operators bench wheel wheel-check
 setup:

@@ -100,7 +100,8 @@ int mx_copy_to_host(mx_ctx *ctx, mx_array a, void *dst, size_t dst_bytes) {
     if (x.nbytes() != dst_bytes)
       throw std::invalid_argument("destination holds " + std::to_string(dst_bytes) +
                                   " bytes, result has " + std::to_string(x.nbytes()));
-    if (dst_bytes) std::memcpy(dst, x.data<void>(), dst_bytes);
+    if (dst_bytes && !device_copy_to_host(x, dst, dst_bytes))
+      std::memcpy(dst, x.data<void>(), dst_bytes);
     return MX_OK;
   });
 }

@@ -93,6 +93,11 @@ inline const mc::array &A(mx_array h) {
   return h->a;
 }
 
+/* --- host_io.cpp: bytes between the host and a GPU ------------------------------------- */
+/* Copies evaluated, row-contiguous `x` into `dst` straight from device memory and says true;
+ * false (nothing copied) where `x` is not in device memory or the build has no CUDA I/O. */
+bool device_copy_to_host(const mc::array &x, void *dst, size_t bytes);
+
 /* --- names.cpp: MLX graph nodes the bridge recognises ------------------------------------ */
 /* The kinds of MLX primitive some rule here looks for; everything else is Other. */
 enum class Node { Other, Transpose, Reshape, Unflatten, Matmul, Reduce, LastAxisReduce };

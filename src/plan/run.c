@@ -63,7 +63,7 @@ static int bind_input(plan *p, mx_ctx *ctx, int k, const plan_tensor *in, mx_arr
   int rc = ir_to_mx_dtype(in->elem_type) < 0 /* a raw type: unpacked into its carrier */
                ? packed_to_mx(ctx, slot, in->elem_type, data, in->bytes, shape, in->rank)
            : p->wrap_inputs ? mx_wrap_data(ctx, slot, data, shape, in->rank, (mx_dtype)dt)
-                          : mx_from_data(ctx, slot, data, shape, in->rank, (mx_dtype)dt);
+                          : mx_from_host(ctx, slot, data, shape, in->rank, (mx_dtype)dt);
   if (rc != MX_OK) snprintf(err, len, "input '%s': %s", v->name, ctx->error);
   atomic_fetch_add(&p->stats.bytes_in, in->bytes);
   return rc;
