@@ -1,7 +1,8 @@
 /*
  * The bridge's core: the conversions between the bridge's enums and MLX's, fault injection, the
  * size check and keep() that every new array passes through into its context's arena, and the
- * entry points about arenas, devices, the MLX library and dtypes. Each entry point here either
+ * entry points about arenas, devices, the MLX library (its folder, its kernel cache folders) and
+ * dtypes. Each entry point here either
  * runs inside a guard (mx_internal.hpp) or only reads plain data, which cannot throw. No ONNX
  * knowledge lives in the bridge.
  */
