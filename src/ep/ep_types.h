@@ -39,8 +39,8 @@ typedef struct ep_options {
   long cpu_cache_mb;      /* option cpu_cache_mb: MLX's CPU buffer cache at least this (0: MLX's) */
   long fail_bridge_call;  /* ONNXRUNTIME_EP_MLX_FAIL_BRIDGE_CALL=N: the Nth guarded bridge call
                            * after the EP's creation fails (fault injection, for tests; 0: off) */
-  char kernel_cache_dir[4096];       /* option kernel_cache_dir, else
-                                      * ONNXRUNTIME_EP_MLX_KERNEL_CACHE_DIR, as given; "": neither */
+  char kernel_cache_dir[4096]; /* option kernel_cache_dir, else
+                                * ONNXRUNTIME_EP_MLX_KERNEL_CACHE_DIR, as given; "": neither */
   const char *kernel_cache_dir_from; /* which of the two: the run record's source names */
 } ep_options;
 

@@ -83,8 +83,9 @@ OrtStatus *ep_options_parse(const OrtApi *ort, const OrtSessionOptions *so, ep_o
   const char *cache_dir = getenv("ONNXRUNTIME_EP_MLX_KERNEL_CACHE_DIR");
   if (cache_dir && *cache_dir) {
     if (strlen(cache_dir) >= sizeof out->kernel_cache_dir)
-      return ep_status(ort, ORT_INVALID_ARGUMENT, "%s: ONNXRUNTIME_EP_MLX_KERNEL_CACHE_DIR is longer "
-                       "than %zu bytes", EP_NAME, sizeof out->kernel_cache_dir - 1);
+      return ep_status(ort, ORT_INVALID_ARGUMENT,
+                       "%s: ONNXRUNTIME_EP_MLX_KERNEL_CACHE_DIR is longer than %zu bytes", EP_NAME,
+                       sizeof out->kernel_cache_dir - 1);
     snprintf(out->kernel_cache_dir, sizeof out->kernel_cache_dir, "%s", cache_dir);
     out->kernel_cache_dir_from = "env ONNXRUNTIME_EP_MLX_KERNEL_CACHE_DIR";
   }
