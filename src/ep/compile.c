@@ -8,6 +8,7 @@
 #include "ep/ep_types.h"
 #include "ep/log.h"
 #include "ep/profiler.h"
+#include "ep/stats.h"
 #include "plan/plan.h"
 #include "plan/packed.h"
 
@@ -89,18 +90,22 @@ static OrtStatus *write_output(const OrtApi *ort, OrtKernelContext *kctx, size_t
 
 /* The group's first Run, once (runs are counted under the MLX lock, so one call sees 1): when
  * slower than the slow_first_run_ms option (1 s: users see a stall and ask where it went), a
- * warning, shown at ORT's default severity, saying how much of it was tracing and MLX's compile. */
+ * warning, shown at ORT's default severity, saying how much of it was tracing, how much MLX's
+ * evaluation (where it compiles kernels on first use) and how much the rest. */
 static void warn_slow_first_run(const mlx_ep *ep, const plan *p) {
-  uint64_t first = atomic_load(&p->stats.first_run_ns), trace = atomic_load(&p->stats.trace_ns);
+  uint64_t first = atomic_load(&p->stats.first_run_ns);
+  uint64_t trace = atomic_load(&p->stats.first_run_trace_ns);
+  uint64_t eval = atomic_load(&p->stats.first_run_eval_ns);
   long limit_ms = ep->options.slow_first_run_ms;
   if (limit_ms < 0 || first < (uint64_t)limit_ms * 1000 * 1000) return;
-  if (trace > first) trace = first;
+  uint64_t rest = trace + eval < first ? first - trace - eval : 0;
   EP_LOG(ep, ORT_LOGGING_LEVEL_WARNING,
-         "group '%s' (%d nodes, path %s): first Run took %.3f s: %.3f s tracing and compiling "
-         "(%llu trace(s)), %.3f s binding inputs and evaluating",
+         "group '%s' (%d nodes, path %s): first Run took %.3f s: %.3f s tracing (%llu trace(s)), "
+         "%.3f s in MLX's evaluation (where MLX compiles kernels on first use), %.3f s binding "
+         "inputs and translating",
          p->name, p->g->n_nodes, plan_path_name(p->path), (double)first / 1e9,
          (double)trace / 1e9, (unsigned long long)atomic_load(&p->stats.traces),
-         (double)(first - trace) / 1e9);
+         (double)eval / 1e9, (double)rest / 1e9);
 }
 
 static OrtStatus *run_locked(compute_info *ci, OrtKernelContext *kctx, mx_ctx *mx,
@@ -116,7 +121,10 @@ static OrtStatus *run_locked(compute_info *ci, OrtKernelContext *kctx, mx_ctx *m
   uint64_t t0 = profiled ? ep_profiler_clock_ns() : 0;
   unsigned long long traces = atomic_load(&p->stats.traces);
   unsigned long long compiled = atomic_load(&p->stats.compiled_runs);
+  bool first = atomic_load(&p->stats.runs) == 0;
+  if (first) stats_first_run_begins(ci->ep);
   int rc = plan_run(p, mx, inputs, outputs, err, sizeof err);
+  if (first) stats_first_run_ended(ci->ep);
   if (profiled && rc == MX_OK)
     ep_profiler_record(p->name, p->g->n_nodes, t0, ep_profiler_clock_ns() - t0,
                        atomic_load(&p->stats.compiled_runs) != compiled ? "compiled" : "eager",

@@ -58,6 +58,16 @@ OrtStatus *ep_create(ep_factory *factory, const OrtSessionOptions *so, const Ort
     free(ep);
     return st;
   }
+  ep_mlx_lock(); /* MLX reads MLX_PTX_CACHE_DIR at its first compile, under this lock */
+  st = ep_kernel_cache_setup(factory->ort, &ep->options, &ep->kernel_cache);
+  ep_mlx_unlock();
+  if (st) {
+    free(ep);
+    return st;
+  }
+  if (ep->kernel_cache.not_applied[0])
+    EP_LOG(ep, ORT_LOGGING_LEVEL_WARNING, "kernel_cache_dir '%s' not applied: %s",
+           ep->options.kernel_cache_dir, ep->kernel_cache.not_applied);
   mx_fail_call_arm(ep->options.fail_bridge_call); /* 0 (the default) disarms */
   if (ep->options.device == MX_DEVICE_CPU) {
     cpu_settings cs = {.host_kernels = ep->options.host_math, .own_sgemm = ep->options.own_sgemm,

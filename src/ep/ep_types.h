@@ -39,7 +39,24 @@ typedef struct ep_options {
   long cpu_cache_mb;      /* option cpu_cache_mb: MLX's CPU buffer cache at least this (0: MLX's) */
   long fail_bridge_call;  /* ONNXRUNTIME_EP_MLX_FAIL_BRIDGE_CALL=N: the Nth guarded bridge call
                            * after the EP's creation fails (fault injection, for tests; 0: off) */
+  char kernel_cache_dir[4096]; /* option kernel_cache_dir, else
+                                * ONNXRUNTIME_EP_MLX_KERNEL_CACHE_DIR, as given; "": neither */
+  const char *kernel_cache_dir_from; /* which of the two: the run record's source names */
 } ep_options;
+
+/* MLX's kernel caches as this session found them or set them up (options.c: ep_kernel_cache_setup),
+ * and the kernel files of the folder this session's device compiles into, counted around the
+ * first Run when a run record is asked for (stats.c). */
+typedef struct ep_kernel_cache {
+  char ptx_folder[4096];  /* MLX's CUDA kernel cache folder for this process ("": unknown) */
+  const char *ptx_source; /* "option", "env ONNXRUNTIME_EP_MLX_KERNEL_CACHE_DIR",
+                           * "MLX_PTX_CACHE_DIR" (set before the EP) or "mlx default" */
+  char not_applied[512];  /* why this session's kernel_cache_dir did not take effect, or "" */
+  char device_folder[4096]; /* where this session's device compiles kernels ("": unknown) */
+  long long files_before, files_after; /* device_folder's files around the first Run; -1: not
+                                        * counted or unreadable */
+  int first_runs_begun, first_runs_ended; /* groups whose first Run began / ended */
+} ep_kernel_cache;
 
 typedef struct ep_factory {
   OrtEpFactory base; /* first: ORT hands us &base */
@@ -62,6 +79,7 @@ typedef struct mlx_ep {
   bool blas_as_built;  /* that library is the one the build chose (not a BLAS bound before us) */
   bool host_kernels;   /* CPU device: the CPU room's host kernels are on (cpu/cpu.h) */
   size_t cache_limit_mib; /* MLX's buffer cache limit as this EP left it (0: not touched) */
+  ep_kernel_cache kernel_cache;
   struct plan **plans; /* every plan compiled for this session; the EP owns them */
   int n_plans, cap_plans;
 } mlx_ep;
@@ -75,6 +93,9 @@ OrtStatus *ep_status(const OrtApi *ort, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 OrtStatus *ep_options_parse(const OrtApi *ort, const OrtSessionOptions *so, ep_options *out);
+/* Applies kernel_cache_dir (the user's opt-in: the folder made, MLX_PTX_CACHE_DIR set to it) and
+ * finds the kernel cache folders. Call under the MLX lock, before the session's first MLX work. */
+OrtStatus *ep_kernel_cache_setup(const OrtApi *ort, const ep_options *o, ep_kernel_cache *out);
 OrtStatus *ep_create(ep_factory *factory, const OrtSessionOptions *so, const OrtLogger *logger,
                      OrtEp **out);
 void ep_destroy(OrtEp *ep);

@@ -9,6 +9,10 @@
  *   stats_file=PATH        (write the run record as JSON when the session ends: ep/stats.h)
  *   cpu_cache_mb=N         (CPU device: MLX keeps at least N MiB of freed buffers for reuse;
  *                           default 1024, 0 leaves MLX's own limit of 32 MiB)
+ *   kernel_cache_dir=PATH  (also ONNXRUNTIME_EP_MLX_KERNEL_CACHE_DIR; the option wins: the folder
+ *                           MLX's CUDA backend keeps compiled kernels in, made at session
+ *                           creation and given to MLX as MLX_PTX_CACHE_DIR; ~ is HOME. Unset,
+ *                           the EP leaves MLX_PTX_CACHE_DIR alone)
  * Environment only (A/B switches): ONNXRUNTIME_EP_MLX_NO_COMPILE=1 runs every group eagerly;
  * ONNXRUNTIME_EP_MLX_NO_SHAPELESS=1 compiles keyed on input shapes instead of shapeless;
  * ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN=1 keeps LinearAttention on its composed path;
@@ -30,9 +34,13 @@
  */
 #include "ep/ep_types.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static OrtStatus *read_entry(const OrtApi *ort, const OrtSessionOptions *so, const char *key,
                              char *buf, size_t cap, bool *found) {
@@ -72,8 +80,17 @@ OrtStatus *ep_options_parse(const OrtApi *ort, const OrtSessionOptions *so, ep_o
   out->cpu_cache_mb = 1024;
   const char *fail = getenv("ONNXRUNTIME_EP_MLX_FAIL_BRIDGE_CALL");
   out->fail_bridge_call = fail ? strtol(fail, NULL, 10) : 0;
+  const char *cache_dir = getenv("ONNXRUNTIME_EP_MLX_KERNEL_CACHE_DIR");
+  if (cache_dir && *cache_dir) {
+    if (strlen(cache_dir) >= sizeof out->kernel_cache_dir)
+      return ep_status(ort, ORT_INVALID_ARGUMENT,
+                       "%s: ONNXRUNTIME_EP_MLX_KERNEL_CACHE_DIR is longer than %zu bytes", EP_NAME,
+                       sizeof out->kernel_cache_dir - 1);
+    snprintf(out->kernel_cache_dir, sizeof out->kernel_cache_dir, "%s", cache_dir);
+    out->kernel_cache_dir_from = "env ONNXRUNTIME_EP_MLX_KERNEL_CACHE_DIR";
+  }
   if (!so) return NULL;
-  char value[1024];
+  char value[4096];
   bool found;
   OrtStatus *st = read_entry(ort, so, "device", value, sizeof value, &found);
   if (st) return st;
@@ -106,7 +123,117 @@ OrtStatus *ep_options_parse(const OrtApi *ort, const OrtSessionOptions *so, ep_o
                        "to 1048576", EP_NAME, value);
     out->cpu_cache_mb = mb;
   }
+  st = read_entry(ort, so, "kernel_cache_dir", value, sizeof value, &found);
+  if (st) return st;
+  if (found) {
+    if (!value[0])
+      return ep_status(ort, ORT_INVALID_ARGUMENT,
+                       "%s: provider option kernel_cache_dir is empty: give a folder", EP_NAME);
+    snprintf(out->kernel_cache_dir, sizeof out->kernel_cache_dir, "%s", value);
+    out->kernel_cache_dir_from = "option";
+  }
   st = read_entry(ort, so, "report_file", out->report_file, sizeof out->report_file, &found);
   if (st) return st;
   return read_entry(ort, so, "stats_file", out->stats_file, sizeof out->stats_file, &found);
+}
+
+/* --- MLX's kernel cache folder ------------------------------------------------------------- */
+/* MLX's CUDA backend reads MLX_PTX_CACHE_DIR once per process, at its first kernel compile, and
+ * offers no other way to choose the folder; so the opt-in sets it, process-wide. What an EP
+ * session set it to, and from which source, is kept here: a later session asking for another
+ * folder cannot move MLX, and is told so in its run record. Read and written under the MLX
+ * lock, which every MLX evaluation of the EP holds too. */
+static char set_by_ep[4096];
+static const char *set_by_ep_from;
+
+/* path with a leading ~ or ~/ taken from HOME into out; NULL, or why not. */
+static const char *expand_home(const char *path, char *out, size_t cap) {
+  if (path[0] != '~') return (size_t)snprintf(out, cap, "%s", path) < cap ? NULL : "too long";
+  if (path[1] && path[1] != '/') return "only ~ and ~/... are expanded (from HOME)";
+  const char *home = getenv("HOME");
+  if (!home || !*home) return "HOME is not set, so ~ cannot be expanded";
+  return (size_t)snprintf(out, cap, "%s%s", home, path + 1) < cap ? NULL : "too long";
+}
+
+/* mkdir -p, then resolves the folder to an absolute path (MLX reads it relative to whatever the
+ * working folder is at its first compile). NULL, or why not; errno's text in why. */
+static const char *make_folder(char *path, char *resolved, char *why, size_t cap) {
+  for (char *p = path + 1;; p++) {
+    if (*p && *p != '/') continue;
+    char c = *p;
+    *p = 0;
+    int rc = mkdir(path, 0777);
+    int err = errno;
+    struct stat sb;
+    bool exists = rc != 0 && err == EEXIST && stat(path, &sb) == 0;
+    if (rc != 0 && !(exists && S_ISDIR(sb.st_mode))) {
+      if (exists) snprintf(why, cap, "'%s' is not a folder", path);
+      else snprintf(why, cap, "cannot create '%s': %s", path, strerror(err));
+      *p = c;
+      return why;
+    }
+    *p = c;
+    if (!c) break;
+  }
+  if (access(path, W_OK | X_OK) != 0) {
+    snprintf(why, cap, "the folder is not writable: %s", strerror(errno));
+    return why;
+  }
+  if (!realpath(path, resolved)) {
+    snprintf(why, cap, "cannot resolve it: %s", strerror(errno));
+    return why;
+  }
+  return NULL;
+}
+
+/* Whether two paths name the same existing folder. */
+static bool same_folder(const char *a, const char *b) {
+  char ra[PATH_MAX], rb[PATH_MAX];
+  return realpath(a, ra) && realpath(b, rb) && strcmp(ra, rb) == 0;
+}
+
+OrtStatus *ep_kernel_cache_setup(const OrtApi *ort, const ep_options *o, ep_kernel_cache *out) {
+  memset(out, 0, sizeof *out);
+  out->files_before = out->files_after = -1;
+  const char *current = getenv("MLX_PTX_CACHE_DIR");
+  bool ours = current && set_by_ep[0] && strcmp(current, set_by_ep) == 0;
+  if (o->kernel_cache_dir[0]) {
+    char wanted[4096], resolved[PATH_MAX], why[4400];
+    const char *fail = expand_home(o->kernel_cache_dir, wanted, sizeof wanted);
+    if (!fail && !current) fail = make_folder(wanted, resolved, why, sizeof why);
+    if (!fail && !current && setenv("MLX_PTX_CACHE_DIR", resolved, 1) != 0)
+      fail = strerror(errno);
+    bool option = strcmp(o->kernel_cache_dir_from, "option") == 0;
+    if (fail)
+      return ep_status(ort, ORT_INVALID_ARGUMENT, "%s: %s='%s': %s", EP_NAME,
+                       option ? "provider option kernel_cache_dir"
+                              : "ONNXRUNTIME_EP_MLX_KERNEL_CACHE_DIR",
+                       o->kernel_cache_dir, fail);
+    if (!current) {
+      snprintf(set_by_ep, sizeof set_by_ep, "%s", resolved);
+      set_by_ep_from = o->kernel_cache_dir_from;
+      current = getenv("MLX_PTX_CACHE_DIR");
+      ours = true;
+    } else if (!same_folder(wanted, current)) {
+      snprintf(out->not_applied, sizeof out->not_applied,
+               ours ? "an earlier session of this process set MLX_PTX_CACHE_DIR to '%.300s', "
+                      "and MLX reads it once per process"
+                    : "MLX_PTX_CACHE_DIR was set before the EP, to '%.300s': it stays",
+               current);
+    }
+  }
+  if (current) {
+    snprintf(out->ptx_folder, sizeof out->ptx_folder, "%s", current);
+    out->ptx_source = ours ? set_by_ep_from : "MLX_PTX_CACHE_DIR";
+  } else {
+    if (!mx_kernel_cache_default_dir(MX_DEVICE_GPU, out->ptx_folder, sizeof out->ptx_folder))
+      out->ptx_folder[0] = 0;
+    out->ptx_source = "mlx default";
+  }
+  if (o->device == MX_DEVICE_GPU)
+    memcpy(out->device_folder, out->ptx_folder, sizeof out->device_folder);
+  else if (!mx_kernel_cache_default_dir(MX_DEVICE_CPU, out->device_folder,
+                                        sizeof out->device_folder))
+    out->device_folder[0] = 0;
+  return NULL;
 }

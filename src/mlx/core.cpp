@@ -1,7 +1,8 @@
 /*
  * The bridge's core: the conversions between the bridge's enums and MLX's, fault injection, the
  * size check and keep() that every new array passes through into its context's arena, and the
- * entry points about arenas, devices, the MLX library and dtypes. Each entry point here either
+ * entry points about arenas, devices, the MLX library (its folder, its kernel cache folders) and
+ * dtypes. Each entry point here either
  * runs inside a guard (mx_internal.hpp) or only reads plain data, which cannot throw. No ONNX
  * knowledge lives in the bridge.
  */
@@ -16,6 +17,8 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdint>
+#include <cstring>
+#include <filesystem>
 #include <string>
 
 namespace mxb {
@@ -183,6 +186,19 @@ const char *mx_library_dir(void) {
       dir.erase(dir.find_last_of('/') == std::string::npos ? 0 : dir.find_last_of('/'));
     }
     return dir.c_str();
+  });
+}
+
+bool mx_kernel_cache_default_dir(mx_device device, char *buf, size_t cap) {
+  /* as MLX builds it (backend/cuda/jit_module.cpp, backend/cpu/compiled.cpp); the temporary
+   * folder is read from TMPDIR each call, as MLX's CPU compiler does */
+  MX_GUARD_OR(false, {
+    std::string dir = (std::filesystem::temp_directory_path() / "mlx" / mc::version() /
+                       (device == MX_DEVICE_GPU ? "ptx" : "cpu"))
+                          .string();
+    if (dir.size() >= cap) return false;
+    std::memcpy(buf, dir.c_str(), dir.size() + 1);
+    return true;
   });
 }
 

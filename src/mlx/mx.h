@@ -72,6 +72,11 @@ const char *mx_version(void);
 size_t mx_cache_limit_at_least(size_t bytes);
 /* The folder holding the loaded libmlx ("" when unknown): its headers are in ../include. */
 const char *mx_library_dir(void);
+/* The folder MLX's run-time compiler keeps a device's kernels in by default: the temporary
+ * folder's mlx/<version>/ptx on the GPU (CUDA; MLX_PTX_CACHE_DIR overrides it, read once per
+ * process), mlx/<version>/cpu on the CPU (no setting moves it). False when the temporary folder
+ * is unknown or the path does not fit. */
+bool mx_kernel_cache_default_dir(mx_device device, char *buf, size_t cap);
 void mx_set_error(mx_ctx *ctx, const char *fmt, ...);
 /* Fault injection (tests): the n-th guarded bridge call from now on fails with MX_ERR_MLX, once,
  * as an exception inside MLX would; n <= 0 disarms. Process-wide. */

@@ -32,6 +32,10 @@ typedef struct plan_stats {
   /* where a slow start went: the first Run's time, and the time of compiled calls that traced
    * (tracing and MLX's compile; evaluation is lazy and comes after) over the session */
   atomic_ullong first_run_ns, trace_ns;
+  /* time inside MLX's evaluations (where MLX JIT-compiles kernels on first use: NVRTC on the
+   * GPU, the C++ compiler on the CPU) over the session; the first Run's share of it and of
+   * trace_ns; the time of the eager runs the path trial added */
+  atomic_ullong mlx_eval_ns, first_run_eval_ns, first_run_trace_ns, trial_eager_ns;
 } plan_stats;
 
 typedef enum plan_path { PLAN_EAGER, PLAN_SHAPELESS, PLAN_KEYED } plan_path;
