@@ -145,9 +145,8 @@ extern "C" {
 
 int mx_from_host(mx_ctx *ctx, mx_array *out, const void *data, const int *shape, int ndim,
                  mx_dtype dtype) {
-  mc::Device dev = device_of(ctx);
-  if (dev.type != mc::Device::gpu) return mx_from_data(ctx, out, data, shape, ndim, dtype);
   MX_GUARD(ctx, out, {
+    mc::Device dev = device_of(ctx);
     mc::Shape s = to_shape(shape, ndim);
     mc::Dtype t = to_mlx(dtype);
     size_t nbytes = t.size();

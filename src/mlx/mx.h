@@ -124,8 +124,8 @@ int mx_from_data(mx_ctx *ctx, mx_array *out, const void *data, const int *shape,
                  mx_dtype dtype); /* copies */
 int mx_wrap_data(mx_ctx *ctx, mx_array *out, void *data, const int *shape, int ndim,
                  mx_dtype dtype); /* no copy: data must outlive every use of the array */
-/* A Run's input from a host buffer: on the GPU an array that copies `data` into device memory
- * when evaluated (so data must stay valid and unchanged until then); elsewhere mx_from_data. */
+/* A Run's input from a host buffer: an array that copies `data` when evaluated (so data must
+ * stay valid and unchanged until then), on the GPU straight into device memory. */
 int mx_from_host(mx_ctx *ctx, mx_array *out, const void *data, const int *shape, int ndim,
                  mx_dtype dtype);
 int mx_scalar(mx_ctx *ctx, mx_array *out, double value, mx_dtype dtype);

@@ -197,7 +197,7 @@ int plan_build(const ir_graph *snapshot, const char *name, const plan_config *cf
   if (!p) return MX_ERR_NOMEM;
   p->g = (ir_graph *)snapshot; /* the plan owns the snapshot from here on */
   p->device = device;
-  p->wrap_inputs = device == MX_DEVICE_CPU;
+  p->wrap_inputs = cfg->wrap_inputs;
   p->fast_kernels = cfg->fast_kernels;
   int n = p->g->n_nodes;
   p->name = strdup(name ? name : "");

@@ -52,6 +52,8 @@ typedef struct plan_config {
                       * where allowed) */
   bool host_kernels; /* CPU device: the CPU room's host kernels are on (cpu/cpu.h), so nodes whose
                       * translation may take one compile keyed on shapes */
+  bool wrap_inputs;  /* CPU device: MLX works on ORT's input buffers in place; otherwise MLX reads
+                      * them when evaluated (mx_from_host: into device memory on the GPU) */
 } plan_config;
 
 /* The path trial of a compiled plan: after its first (tracing) run, PLAN_TRIAL_RUNS eager and
@@ -104,7 +106,7 @@ typedef struct plan {
   mx_arena *consts;
   mx_array *const_values; /* per value; NULL unless constant */
   mx_device device;
-  bool wrap_inputs; /* hand ORT's input buffers to MLX without a copy (CPU device) */
+  bool wrap_inputs; /* plan_config.wrap_inputs */
   bool fast_kernels;
   int tracing; /* TR_TRACE_* while a compiled function traces (see tr_ctx.trace) */
   plan_path path;   /* chosen at build from the rows' compile classes */
