@@ -22,9 +22,23 @@
  * every step. total_sequence_length < S is refused when the variant is traced, not when a later
  * call of its class reuses it (nothing but P is read from it).
  *
- * Declined with reasons: local_window_size (sliding windows), softcap, smooth_softmax,
- * causal 0, qk_output, quantized caches (k/v quant types, kv_cache_bit_width, non-float cache),
- * and the inputs position_ids, attention_bias, head_sink, k_scale/v_scale, q/k norm weights.
+ *
+ * The score forms exported decoders use, as ORT 1.31.1's CPU kernel computes them: scores are
+ * scale * q.k; softcap c > 0 turns them into c * tanh(score / c) (Gemma 2); attention_bias
+ * [B|1, N|1, S, T] is added after it (columns indexed by absolute key position); a
+ * local_window_size W >= 1 keeps, for query s, only the W keys up to its last one (keys
+ * (last - W, last]: Mistral, Gemma 2/3, Qwen sliding layers); smooth_softmax and head_sink
+ * (GPT-OSS) add one logit to each softmax's denominator (0, or the head's sink value: head_sink
+ * alone turns it on, as in ORT). position_ids [B, S] replaces the rotary positions (on a first
+ * prompt, S == total_sequence_length, ORT reads only position_ids[0, 0] and every entry counts
+ * up from it). The plain forms (window, bias) run in MLX's sdpa with an additive mask; softcap
+ * and sinks in a composed float32 softmax over grouped heads (MLX's sdpa has no softcap, and
+ * the bridge's sdpa no sinks).
+ *
+ * Declined with reasons: sliding_window_cache (window-sized caches that evict), causal 0,
+ * qk_output, quantized caches (k/v quant types, kv_cache_bit_width, non-float cache), and the
+ * inputs k_scale/v_scale and q/k norm weights (ORT's CPU provider has no kernel for the last:
+ * exporters spell Qwen3's q/k norm as SimplifiedLayerNormalization nodes before the op).
  */
 #include "ops/families.h"
 #include "ops/llm.h"
@@ -45,8 +59,7 @@ static const struct {
   int index;
   const char *name;
 } unsupported_inputs[] = {
-    {9, "position_ids"}, {10, "attention_bias"}, {11, "head_sink"}, {12, "k_scale"},
-    {13, "v_scale"},     {14, "q_norm_weight"},  {15, "k_norm_weight"},
+    {12, "k_scale"}, {13, "v_scale"}, {14, "q_norm_weight"}, {15, "k_norm_weight"},
 };
 
 static bool claim_attrs(const ir_node *n, op_why why) {
@@ -55,16 +68,15 @@ static bool claim_attrs(const ir_node *n, op_why why) {
     return op_decline(why, "GroupQueryAttention needs positive num_heads (%lld) that are a "
                            "multiple of kv_num_heads (%lld)", (long long)nq, (long long)nkv);
   int64_t window = ir_attr_int(n, "local_window_size", -1);
-  if (window != -1)
-    return op_decline(why, "GroupQueryAttention local_window_size %lld (sliding-window "
-                           "attention) is not supported yet", (long long)window);
+  if (window != -1 && window < 1)
+    return op_decline(why, "GroupQueryAttention local_window_size %lld (-1, or a window of at "
+                           "least one key)", (long long)window);
   if (ir_attr_int(n, "sliding_window_cache", 0))
-    return op_decline(why, "GroupQueryAttention sliding_window_cache is not supported yet");
+    return op_decline(why, "GroupQueryAttention sliding_window_cache (window-sized caches that "
+                           "evict inside the op) is not supported");
   float softcap = ir_attr_float(n, "softcap", 0.0f);
-  if (softcap != 0.0f)
-    return op_decline(why, "GroupQueryAttention softcap %g is not supported yet", softcap);
-  if (ir_attr_int(n, "smooth_softmax", 0) == 1)
-    return op_decline(why, "GroupQueryAttention smooth_softmax is not supported yet");
+  if (softcap < 0.0f)
+    return op_decline(why, "GroupQueryAttention softcap %g (must be >= 0)", softcap);
   int64_t causal = ir_attr_int(n, "causal", 1);
   if (causal != 1)
     return op_decline(why, "GroupQueryAttention causal %lld (bidirectional) is not supported; "
@@ -101,9 +113,15 @@ static bool claim_gqa(const ir_graph *g, const ir_node *n, const op_row *r, op_w
   int rank = rank_of(q);
   if (rank > 0 && rank != 3)
     return op_decline(why, "GroupQueryAttention query of rank %d (3 expected)", rank);
-  for (int i = 1; i <= 8; i++) {
+  int brank = rank_of(ir_input(g, n, 10));
+  if (brank > 0 && brank != 4)
+    return op_decline(why, "GroupQueryAttention attention_bias of rank %d (4 expected)", brank);
+  int prank = rank_of(ir_input(g, n, 9));
+  if (prank > 0 && prank != 2)
+    return op_decline(why, "GroupQueryAttention position_ids of rank %d (2 expected)", prank);
+  for (int i = 1; i <= 11; i++) {
     const ir_value *v = ir_input(g, n, i);
-    if (i == 5 || i == 6 || !v || !q) continue;
+    if (i == 5 || i == 6 || i == 9 || !v || !q) continue;
     if (v->elem_type != q->elem_type)
       return op_decline(why, "GroupQueryAttention input %d has element type %s, unlike query's "
                              "%s (quantized caches are not supported)", i,
@@ -211,11 +229,11 @@ static int present_of(tr_ctx *t, const gqa_lengths *L, mx_array past, mx_array f
   return mx_where(t->mx, out, in_new, got, base);
 }
 
-/* Additive mask [B, 1, S, P]: query s sees keys j <= past_b + s, and none past the entry's
- * last key (seqlens_k): the padding rows of a right-padded prompt see only its valid keys, as
- * in ORT's kernel (elsewhere past_b + s never exceeds it). */
-static int causal_bias(tr_ctx *t, const gqa_lengths *L, mx_array *out) {
-  mx_array j, s, lim, ok, zero, ninf;
+/* Which keys each query sees, [B, 1, S, P]: query s sees keys j <= lim = min(past_b + s,
+ * seqlens_k) (the padding rows of a right-padded prompt see only its valid keys, as in ORT's
+ * kernel; elsewhere past_b + s never exceeds it), and with a window W only j > lim - W. */
+static int visible_keys(tr_ctx *t, const gqa_lengths *L, int window, mx_array *out) {
+  mx_array j, s, lim, ok, lo, far;
   int row[4] = {1, 1, L->s, 1}, col[4] = {1, 1, 1, L->present};
   TR_TRY(mx_arange(t->mx, &j, 0, L->present, 1, MX_INT32));
   TR_TRY(mx_reshape(t->mx, &j, j, col, 4));
@@ -224,32 +242,133 @@ static int causal_bias(tr_ctx *t, const gqa_lengths *L, mx_array *out) {
   TR_TRY(mx_binary(t->mx, &lim, MX_ADD, L->past_b, s));
   TR_TRY(mx_binary(t->mx, &lim, MX_MINIMUM, lim, L->last));
   TR_TRY(mx_binary(t->mx, &ok, MX_LESS_EQUAL, j, lim));
-  TR_TRY(mx_scalar(t->mx, &zero, 0.0, MX_FLOAT32));
-  TR_TRY(mx_scalar(t->mx, &ninf, -INFINITY, MX_FLOAT32));
-  return mx_where(t->mx, out, ok, zero, ninf);
+  if (window > 0) {
+    TR_TRY(mx_scalar_int(t->mx, &far, window, MX_INT32));
+    TR_TRY(mx_binary(t->mx, &lo, MX_SUBTRACT, lim, far));
+    TR_TRY(mx_binary(t->mx, &lo, MX_GREATER, j, lo));
+    TR_TRY(mx_binary(t->mx, &ok, MX_LOGICAL_AND, ok, lo));
+  }
+  *out = ok;
+  return MX_OK;
 }
 
-/* Rotary on the new q and k ([B, S, N, H] float32) at positions past_b + s. */
+/* attention_bias [B|1, N|1, S, T] in float32 with P columns: its columns are absolute key
+ * positions, so it is cut or zero-padded to the present rows (columns past an entry's last key
+ * are masked anyway). */
+static int bias_columns(tr_ctx *t, const gqa_lengths *L, mx_array bias, mx_array *out) {
+  if (mx_ndim(bias) != 4 || mx_dim(bias, 2) != L->s)
+    return tr_fail(t, "attention_bias must be [B or 1, num_heads or 1, %d, total]", L->s);
+  int w = mx_dim(bias, 3);
+  TR_TRY(to_f32(t, &bias));
+  if (w > L->present) TR_TRY(tr_slice_axis(t, bias, 3, 0, L->present, &bias));
+  else if (w < L->present) {
+    mx_array zero;
+    int lo[4] = {0, 0, 0, 0}, hi[4] = {0, 0, 0, L->present - w};
+    TR_TRY(mx_scalar(t->mx, &zero, 0.0, MX_FLOAT32));
+    TR_TRY(mx_pad(t->mx, &bias, bias, lo, hi, 4, zero));
+  }
+  *out = bias;
+  return MX_OK;
+}
+
+/* The additive mask: the bias (or 0) where a key is visible, -inf elsewhere. */
+static int additive_mask(tr_ctx *t, mx_array ok, mx_array bias, mx_array *out) {
+  mx_array zero, ninf;
+  TR_TRY(mx_scalar(t->mx, &ninf, -INFINITY, MX_FLOAT32));
+  if (!bias) TR_TRY(mx_scalar(t->mx, &zero, 0.0, MX_FLOAT32));
+  return mx_where(t->mx, out, ok, bias ? bias : zero, ninf);
+}
+
+/* Rotary positions [B, S]: past_b + s, or position_ids. On a first prompt (S ==
+ * total_sequence_length) ORT reads only position_ids[0, 0] and every entry counts up from it;
+ * whether the call is one is decided in the graph (total is data the variant does not key). */
+static int rotary_positions(tr_ctx *t, const gqa_lengths *L, mx_array *out) {
+  mx_array pos = tr_in(t, 9), r, first, total, len, prompt;
+  int col[2] = {-1, 1}, b = mx_dim(L->past_b, 0);
+  TR_TRY(mx_arange(t->mx, &r, 0, L->s, 1, MX_INT64));
+  if (!pos) {
+    TR_TRY(mx_astype(t->mx, &pos, L->past_b, MX_INT64));
+    TR_TRY(mx_reshape(t->mx, &pos, pos, col, 2));
+    return mx_binary(t->mx, out, MX_ADD, pos, r);
+  }
+  if (mx_ndim(pos) != 2 || mx_dim(pos, 1) != L->s || (mx_dim(pos, 0) != b && mx_dim(pos, 0) != 1))
+    return tr_fail(t, "position_ids must be [batch, %d]", L->s);
+  TR_TRY(mx_astype(t->mx, &pos, pos, MX_INT64));
+  TR_TRY(tr_slice_axis(t, pos, 0, 0, 1, &first));
+  TR_TRY(tr_slice_axis(t, first, 1, 0, 1, &first));
+  TR_TRY(mx_binary(t->mx, &first, MX_ADD, first, r));
+  TR_TRY(mx_astype(t->mx, &total, tr_in(t, 6), MX_INT64));
+  TR_TRY(mx_scalar_int(t->mx, &len, L->s, MX_INT64));
+  TR_TRY(mx_binary(t->mx, &prompt, MX_EQUAL, total, len));
+  return mx_where(t->mx, out, prompt, first, pos);
+}
+
+/* Rotary on the new q and k ([B, S, N, H] float32). */
 static int rotate_new(tr_ctx *t, const ir_node *n, const gqa_lengths *L, mx_array *q,
                       mx_array *k) {
-  mx_array cosc = tr_in(t, 7), sinc = tr_in(t, 8), pos, r, cosv, sinv;
-  int half = mx_dim(cosc, -1), col[2] = {-1, 1};
+  mx_array cosc = tr_in(t, 7), sinc = tr_in(t, 8), pos, cosv, sinv;
+  int half = mx_dim(cosc, -1);
   if (mx_ndim(cosc) != 2 || 2 * half > mx_dim(*q, 3))
     return tr_fail(t, "cos_cache must be [max_position, rotary_dim / 2] with rotary_dim <= H");
-  TR_TRY(mx_astype(t->mx, &pos, L->past_b, MX_INT64));
-  TR_TRY(mx_reshape(t->mx, &pos, pos, col, 2));
-  TR_TRY(mx_arange(t->mx, &r, 0, L->s, 1, MX_INT64));
-  TR_TRY(mx_binary(t->mx, &pos, MX_ADD, pos, r));
+  TR_TRY(rotary_positions(t, L, &pos));
   TR_TRY(llm_rope_tables(t, cosc, sinc, pos, half, &cosv, &sinv));
   bool inter = ir_attr_int(n, "rotary_interleaved", 0) != 0;
   TR_TRY(llm_rope_apply(t, *q, cosv, sinv, 2 * half, inter, q));
   return llm_rope_apply(t, *k, cosv, sinv, 2 * half, inter, k);
 }
 
+/* Attention with softcap or a sink logit, composed (MLX's sdpa has neither): q [B, Nq, S, H],
+ * k and v [B, Nkv, P, H], all float32; query head n reads KV head n / (Nq / Nkv), so q is viewed
+ * as [B, Nkv, G * S, H] for the products. mask: the additive mask, broadcasting to
+ * [B, Nq, S, P]. Returns [B, Nq, S, H]. */
+static int composed_attention(tr_ctx *t, const ir_node *n, mx_array q, mx_array k, mx_array v,
+                              float scale, mx_array mask, mx_array *out) {
+  int b = mx_dim(q, 0), nq = mx_dim(q, 1), s = mx_dim(q, 2), h = mx_dim(q, 3);
+  int nkv = mx_dim(k, 1), p = mx_dim(k, 2);
+  int grouped[4] = {b, nkv, nq / nkv * s, h}, scores_shape[4] = {b, nq, s, p};
+  static const int swap[4] = {0, 1, 3, 2}, last[1] = {3};
+  mx_array kt, x, c, sink = tr_in(t, 11);
+  TR_TRY(mx_reshape(t->mx, &q, q, grouped, 4));
+  TR_TRY(mx_transpose(t->mx, &kt, k, swap, 4));
+  TR_TRY(mx_matmul(t->mx, &x, q, kt));
+  TR_TRY(mx_reshape(t->mx, &x, x, scores_shape, 4));
+  TR_TRY(mx_scalar(t->mx, &c, scale, MX_FLOAT32));
+  TR_TRY(mx_binary(t->mx, &x, MX_MULTIPLY, x, c));
+  float softcap = ir_attr_float(n, "softcap", 0.0f);
+  if (softcap > 0.0f) { /* before the mask: a masked key must stay -inf */
+    TR_TRY(mx_scalar(t->mx, &c, 1.0 / softcap, MX_FLOAT32));
+    TR_TRY(mx_binary(t->mx, &x, MX_MULTIPLY, x, c));
+    TR_TRY(mx_unary(t->mx, &x, MX_TANH, x));
+    TR_TRY(mx_scalar(t->mx, &c, softcap, MX_FLOAT32));
+    TR_TRY(mx_binary(t->mx, &x, MX_MULTIPLY, x, c));
+  }
+  TR_TRY(mx_binary(t->mx, &x, MX_ADD, x, mask));
+  bool sinked = sink || ir_attr_int(n, "smooth_softmax", 0) == 1;
+  if (sinked) { /* one more logit per row (0, or the head's sink), dropped after the softmax */
+    int col[4] = {1, nq, 1, 1}, wide[4] = {b, nq, s, 1};
+    if (sink) {
+      if (mx_size(sink) != (size_t)nq) return tr_fail(t, "head_sink must hold num_heads (%d) values", nq);
+      TR_TRY(to_f32(t, &sink));
+      TR_TRY(mx_reshape(t->mx, &sink, sink, col, 4));
+    } else {
+      TR_TRY(mx_scalar(t->mx, &sink, 0.0, MX_FLOAT32));
+    }
+    TR_TRY(mx_broadcast_to(t->mx, &sink, sink, wide, 4));
+    mx_array both[2] = {x, sink};
+    TR_TRY(mx_concatenate(t->mx, &x, both, 2, 3));
+  }
+  TR_TRY(mx_softmax(t->mx, &x, x, last, 1));
+  if (sinked) TR_TRY(tr_slice_axis(t, x, 3, 0, p, &x));
+  int probs[4] = {b, nkv, nq / nkv * s, p}, result[4] = {b, nq, s, h};
+  TR_TRY(mx_reshape(t->mx, &x, x, probs, 4));
+  TR_TRY(mx_matmul(t->mx, &x, x, v));
+  return mx_reshape(t->mx, out, x, result, 4);
+}
+
 static int translate_gqa(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)r;
   mx_array q = tr_in(t, 0), k = tr_in(t, 1), v = tr_in(t, 2);
-  mx_array pk = tr_in(t, 3), pv = tr_in(t, 4), y, bias;
+  mx_array pk = tr_in(t, 3), pv = tr_in(t, 4), y, ok, bias = NULL, mask;
   int nq = (int)ir_attr_int(n, "num_heads", 0), nkv = (int)ir_attr_int(n, "kv_num_heads", 0);
   if (mx_ndim(q) != 3) return tr_fail(t, "GroupQueryAttention query must be 3-D");
   int b = mx_dim(q, 0), s = mx_dim(q, 1), width = mx_dim(q, 2);
@@ -293,12 +412,21 @@ static int translate_gqa(tr_ctx *t, const ir_node *n, const op_row *r) {
   TR_TRY(to_f32(t, &q));
   TR_TRY(to_f32(t, &k));
   TR_TRY(to_f32(t, &v));
-  TR_TRY(causal_bias(t, &L, &bias));
-  TR_TRY(mx_sdpa(t->mx, &y, q, k, v, (float)scale, false, bias));
+  TR_TRY(visible_keys(t, &L, (int)ir_attr_int(n, "local_window_size", -1), &ok));
+  if (tr_in(t, 10)) TR_TRY(bias_columns(t, &L, tr_in(t, 10), &bias));
+  TR_TRY(additive_mask(t, ok, bias, &mask));
+  if (ir_attr_float(n, "softcap", 0.0f) > 0.0f || tr_in(t, 11) ||
+      ir_attr_int(n, "smooth_softmax", 0) == 1) {
+    TR_TRY(composed_attention(t, n, q, k, v, (float)scale, mask, &y));
+    tr_note_path(t, TR_PATH_COMPOSED, "softcap_or_sink_attention", 0,
+                 "float32 attention composed of MLX products and softmax (softcap or sink)");
+  } else {
+    TR_TRY(mx_sdpa(t->mx, &y, q, k, v, (float)scale, false, mask));
+    tr_note_path(t, TR_PATH_MLX_FUSED, "sdpa", 0, "masked MLX sdpa over the present cache");
+  }
   TR_TRY(mx_transpose(t->mx, &y, y, perm, 4));
   int shape[3] = {b, s, nq * head};
   TR_TRY(mx_reshape(t->mx, &y, y, shape, 3));
-  tr_note_path(t, TR_PATH_MLX_FUSED, "sdpa", 0, "masked MLX sdpa over the present cache");
   return tr_out_cast(t, 0, y);
 }
 
@@ -306,8 +434,9 @@ const op_row ops_llm_attention_rows[] = {
     {"com.microsoft", "GroupQueryAttention", 1, 1, claim_gqa, translate_gqa, OP_VALUE_KEYED,
      OP_T(IR_FLOAT) | OP_T(IR_FLOAT16), 0,
      "past/present BNSH, growing or shared buffer, batch entries of their own lengths "
-     "(seqlens_k); separate or packed QKV, in-op rotary; masked MLX sdpa in float32; sliding "
-     "window, softcap, smooth_softmax, quantized caches and inputs 9-15 declined; keyed on "
+     "(seqlens_k); separate or packed QKV, in-op rotary (position_ids); local_window_size, "
+     "attention_bias: masked MLX sdpa in float32; softcap, smooth_softmax, head_sink: composed "
+     "float32 softmax; sliding_window_cache, quantized caches, q/k norm inputs declined; keyed on "
      "total_sequence_length by class: shared-buffer decode steps share one trace, a growing "
      "past traces once per length",
      NULL, NULL, 1u << 6, key_class_gqa},

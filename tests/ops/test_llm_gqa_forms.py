@@ -1,0 +1,179 @@
+"""GroupQueryAttention's score forms exported decoders use (local_window_size, softcap,
+smooth_softmax, head_sink, attention_bias, position_ids), each against ORT's CPU provider with
+proof the node ran on MLX: a growing past and the shared buffer, batch entries of their own
+lengths, decode steps through one session (and, with the shared buffer, one trace for all of
+them, from the run record)."""
+import numpy as np
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper
+
+from mlx_harness import (Recorded, check_against_cpu, cpu_session, node_path, only_group,
+                          run_on_mlx)
+from ssm_harness import declines
+from test_llm import H16, F, NP, gqa_model, gqa_tol, symbolic
+
+NQ, NKV, HD = 4, 2, 32
+
+FORMS = {
+    "window": dict(local_window_size=3),
+    "softcap": dict(softcap=1.5),
+    "window_softcap": dict(local_window_size=4, softcap=2.0),
+    "smooth": dict(smooth_softmax=1),
+    "sink": dict(sink=True),
+    "window_sink": dict(local_window_size=2, sink=True),
+    "bias": dict(bias="1,1"),
+    "bias_per_head": dict(bias="B,N", local_window_size=3),
+    "position_ids": dict(position_ids=True),
+}
+
+
+def form_model(form, s, past, batch=1, dtype=F, total=None, symbolic_dims=None, seed=0):
+    """gqa_model (packed QKV, rotary) with one of FORMS; inputs the form adds are fed too."""
+    kw = dict(FORMS[form])
+    sink, bias, pos = kw.pop("sink", False), kw.pop("bias", None), kw.pop("position_ids", False)
+    total = past + s if total is None else total
+    extra = []
+    if sink:
+        extra.append((11, ("head_sink", [NQ])))
+    model, feeds = gqa_model(s=s, past=past, nq=NQ, nkv=NKV, h=HD, dtype=dtype, packed=True,
+                             rotary=True, batch=batch, extra_inputs=extra, seed=seed, **kw)
+    node = model.graph.node[0]
+    names = list(node.input)
+    r = np.random.default_rng(seed + 1)
+    if pos or bias:
+        while len(names) < 11:
+            names.append("")
+    if pos:
+        names[9] = "position_ids"
+        model.graph.input.append(helper.make_tensor_value_info("position_ids", TP.INT64,
+                                                               [batch, s]))
+        feeds["position_ids"] = r.integers(0, 40, (batch, s)).astype(np.int64)
+    if bias:
+        b0, n0 = (1, 1) if bias == "1,1" else (batch, NQ)
+        names[10] = "attention_bias"
+        model.graph.input.append(helper.make_tensor_value_info("attention_bias", dtype,
+                                                               [b0, n0, s, total]))
+        feeds["attention_bias"] = r.standard_normal((b0, n0, s, total)).astype(NP[dtype])
+    if sink:
+        feeds["head_sink"] = (r.standard_normal(NQ) * 2).astype(NP[dtype])
+    del node.input[:]
+    node.input.extend(names)
+    feeds["seqlens_k"] = np.full([batch], total - 1, np.int32)
+    feeds["total_len"] = np.array(total, np.int32)
+    return model, feeds
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+@pytest.mark.parametrize("s,past", [(7, 0), (1, 9), (3, 5)])
+def test_gqa_form_growing_past(form, s, past):
+    model, feeds = form_model(form, s, past)
+    check_against_cpu(model, feeds, **gqa_tol(F))
+
+
+@pytest.mark.parametrize("form", ["window_softcap", "sink", "bias_per_head", "position_ids"])
+def test_gqa_form_float16(form):
+    model, feeds = form_model(form, 3, 6, dtype=H16)
+    check_against_cpu(model, feeds, **gqa_tol(H16))
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+@pytest.mark.parametrize("s,valid", [(5, 0), (1, 9), (2, 6)])
+def test_gqa_form_shared_buffer(form, s, valid):
+    """Past and present one buffer of 12 rows, the valid prefix given by seqlens_k."""
+    model, feeds = form_model(form, s, 12, total=valid + s)
+    got, _, _ = check_against_cpu(model, feeds, **gqa_tol(F))
+    assert got[1].shape == (1, NKV, 12, HD)
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+@pytest.mark.parametrize("shared", [False, True])
+def test_gqa_form_padded_batch(form, shared):
+    """Two entries of their own lengths: a decode step (seqlens_k 7 and 3) and a right-padded
+    first prompt (seqlens_k 4 and 2). With a window, ORT 1.31.1's kernel reads score columns
+    past the entry's last key for the padding rows of a padded prompt (columns its product never
+    wrote), so those rows, whose values no decoder reads, are compared only without one."""
+    model, feeds = form_model(form, 1, 10 if shared else 7, batch=2, total=8)
+    feeds["seqlens_k"] = np.array([7, 3], np.int32)
+    check_against_cpu(model, feeds, **gqa_tol(F))
+    model, feeds = form_model(form, 5, 10 if shared else 0, batch=2, total=5)
+    feeds["seqlens_k"] = np.array([4, 2], np.int32)
+    if "local_window_size" not in FORMS[form]:
+        check_against_cpu(model, feeds, **gqa_tol(F))
+        return
+    got, placed = run_on_mlx(model, feeds)
+    assert placed["gqa"] == "MLXExecutionProvider"
+    ref = cpu_session(model).run(None, feeds)
+    for g, w in zip(got[1:], ref[1:]):
+        np.testing.assert_allclose(g, w, **gqa_tol(F))
+    np.testing.assert_allclose(got[0][0], ref[0][0], **gqa_tol(F))
+    np.testing.assert_allclose(got[0][1, :3], ref[0][1, :3], **gqa_tol(F))
+
+
+def steps_feeds(r, form, s, total, pk, pv, batch=1):
+    f = {"query": r.standard_normal((batch, s, (NQ + 2 * NKV) * HD)).astype(np.float32),
+         "past_key": pk, "past_value": pv, "seqlens_k": np.full([batch], total - 1, np.int32),
+         "total_len": np.array(total, np.int32)}
+    if FORMS[form].get("sink"):
+        f["head_sink"] = np.array([0.5, -1.0, 2.0, 0.0], np.float32)
+    if FORMS[form].get("position_ids"):
+        f["position_ids"] = (total - s + np.arange(s) + 2)[None, :].repeat(batch, 0)
+    return f
+
+
+@pytest.mark.parametrize("form", ["window", "window_softcap", "sink", "smooth", "position_ids"])
+@pytest.mark.parametrize("shared", [False, True])
+def test_gqa_form_decode_steps(form, shared):
+    """A prefill then decode steps through one session, the cache fed back each step, against
+    ORT's CPU provider step by step (traces are counted in test_llm_decoders.py: a group of one
+    node runs eagerly)."""
+    cap = 12
+    model, _ = form_model(form, 4, cap if shared else 0)
+    dims = {"query": {1: "s"}}
+    if not shared:
+        dims.update({"past_key": {2: "p"}, "past_value": {2: "p"}})
+    if FORMS[form].get("position_ids"):
+        dims["position_ids"] = {1: "s"}
+    model = symbolic(model, dims)
+    rec, cpu = Recorded(model), cpu_session(model)
+    r = np.random.default_rng(5)
+    rows = cap if shared else 0
+    pk = pv = np.zeros((1, NKV, rows, HD), np.float32)
+    valid = 0
+    steps = (4, 1, 1, 1, 1, 1)
+    for s in steps:
+        total = valid + s
+        feeds = steps_feeds(r, form, s, total, pk, pv)
+        got, ref = rec.session.run(None, feeds), cpu.run(None, feeds)
+        for g, w in zip(got, ref):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+        pk, pv, valid = got[1], got[2], total
+    g = only_group(rec.close())
+    assert g["runs"] == len(steps) and g["fallbacks"] == 0 and g["failures"] == 0, g
+
+
+def test_gqa_form_paths():
+    """softcap and sinks take the composed softmax; a window and a bias stay in MLX's sdpa."""
+    from mlx_harness import run_with_stats
+    for form, path in [("softcap", ("composed", "softcap_or_sink_attention", ())),
+                       ("sink", ("composed", "softcap_or_sink_attention", ())),
+                       ("window", ("mlx_fused", "sdpa", ())),
+                       ("bias", ("mlx_fused", "sdpa", ()))]:
+        model, feeds = form_model(form, 2, 4)
+        _, stats = run_with_stats(model, feeds)
+        assert node_path(stats, "gqa") == path, (form, stats)
+
+
+def test_gqa_form_declines():
+    cases = [
+        (dict(local_window_size=0), "local_window_size 0"),
+        (dict(local_window_size=4, sliding_window_cache=1), "sliding_window_cache"),
+        (dict(softcap=-1.0), "softcap -1"),
+        (dict(extra_inputs=[(14, ("qn", [HD])), (15, ("kn", [HD]))]), "q_norm_weight"),
+        (dict(k_quant_type="PER_TENSOR", v_quant_type="PER_TENSOR", kv_cache_bit_width=8),
+         "quantized KV cache"),
+    ]
+    for kw, words in cases:
+        model, _ = gqa_model(s=1, past=3, **kw)
+        reason = declines(model).get("gqa", "")
+        assert words in reason, (kw, reason)
