@@ -347,7 +347,8 @@ static int composed_attention(tr_ctx *t, const ir_node *n, mx_array q, mx_array 
   if (sinked) { /* one more logit per row (0, or the head's sink), dropped after the softmax */
     int col[4] = {1, nq, 1, 1}, wide[4] = {b, nq, s, 1};
     if (sink) {
-      if (mx_size(sink) != (size_t)nq) return tr_fail(t, "head_sink must hold num_heads (%d) values", nq);
+      if (mx_size(sink) != (size_t)nq)
+        return tr_fail(t, "head_sink must hold num_heads (%d) values", nq);
       TR_TRY(to_f32(t, &sink));
       TR_TRY(mx_reshape(t->mx, &sink, sink, col, 4));
     } else {
