@@ -1,0 +1,105 @@
+"""Whole decoders in the exporters' forms (python/onnxruntime_ep_mlx/decoders.py: Qwen2 with qkv
+bias and a tied quantized embedding, Qwen3 with q/k norm, Llama, Phi with partial rotary, Gemma 2
+with softcaps and sliding windows): every node claimed (from the partition report), one MLX
+group, a right-padded two-entry prefill and decode steps in both KV conventions, each step
+against ORT's CPU provider.
+
+Tolerance: the reference runs the same model at MatMulNBits accuracy_level 0 (ORT's CPU kernel
+at the exported level 4 quantizes activations to int8, ~0.75% of max|y|; the EP always computes
+as level 0 does). Both sides then multiply the same dequantized int4 weights in float32 and
+differ only in summation order: ~1e-6 of the logits' scale per product, measured at most 7.5e-6
+over these models (logits of standard deviation ~2). 1e-4 leaves a margin of 20 and would still
+catch any wrong row, position, mask or cache entry (those move logits by 1e-2 or more). Greedy
+tokens must be equal."""
+import numpy as np
+import pytest
+
+from mlx_harness import Recorded, cpu_session, mlx_session
+from onnxruntime_ep_mlx import decoders as D
+from ssm_harness import report
+
+ATOL = 1e-4
+PROMPT_LENGTHS = [6, 4]  # entry 1 right-padded to 6
+DECODE_STEPS = 5
+CAPACITY = 16
+
+
+def all_claimed(model, optimize=True):
+    """The partition report of a session: every node claimed, in one group."""
+    if optimize:
+        rep = report(model)
+    else:  # ORT's optimisations off: the EP sees every node as written
+        import json
+        import os
+        import tempfile
+        fd, path = tempfile.mkstemp(suffix=".json", prefix="mlx-dec-report-")
+        os.close(fd)
+        try:
+            mlx_session(model, optimize=False, provider_options={"report_file": path})
+            with open(path) as f:
+                rep = json.load(f)
+        finally:
+            os.unlink(path)
+    assert not rep["declined"], rep["declined"]
+    assert rep["claimed"] == rep["nodes"] and rep["groups"] == 1, rep
+    return rep
+
+
+@pytest.mark.parametrize("family", sorted(D.FAMILIES))
+def test_decoder_every_node_claimed(family):
+    model = D.build(family)
+    rep = all_claimed(model)
+    # ORT drops the final Identity (and folds the tied table's Reshape of a constant)
+    assert rep["nodes"] >= len(model.graph.node) - 2
+    rep = all_claimed(model, optimize=False)
+    assert rep["nodes"] == len(model.graph.node)
+
+
+def greedy(logits, lengths):
+    """Each entry's next token: the argmax at its last valid position."""
+    return np.array([[logits[b, n - 1].argmax()] for b, n in enumerate(lengths)], np.int64)
+
+
+@pytest.mark.parametrize("family", sorted(D.FAMILIES))
+@pytest.mark.parametrize("shared", [False, True], ids=["growing_past", "shared_buffer"])
+def test_decoder_prefill_and_decode_match_cpu(family, shared):
+    decode_against_cpu(family, shared)
+
+
+def test_decoder_as_written_tied_table_computed():
+    """ORT's optimisations off: Qwen2's embedding table stays the Reshape of the lm_head's int4
+    weight, computed in the group (not folded into a constant)."""
+    decode_against_cpu("qwen2", True, optimize=False)
+
+
+def decode_against_cpu(family, shared, optimize=True):
+    cfg = D.config(family)
+    model = D.build(cfg)
+    # CPU fallback disabled: a node left to ORT fails the session
+    rec = Recorded(model, optimize=optimize)
+    ref = cpu_session(D.with_accuracy_level(model, 0))
+    mine = D.DecoderRun(rec.session, cfg, 2, shared, CAPACITY)
+    theirs = D.DecoderRun(ref, cfg, 2, shared, CAPACITY)
+    prompt = np.random.default_rng(1).integers(0, cfg.vocab, (2, max(PROMPT_LENGTHS)))
+    got, want = mine.step(prompt, PROMPT_LENGTHS), theirs.step(prompt, PROMPT_LENGTHS)
+    worst = 0.0
+    for b, n in enumerate(PROMPT_LENGTHS):  # padding rows carry no token
+        np.testing.assert_allclose(got[b, :n], want[b, :n], rtol=0, atol=ATOL)
+        worst = max(worst, float(np.abs(got[b, :n] - want[b, :n]).max()))
+    tokens = greedy(want, PROMPT_LENGTHS)
+    assert (greedy(got, PROMPT_LENGTHS) == tokens).all()
+    for _ in range(DECODE_STEPS):
+        got, want = mine.step(tokens), theirs.step(tokens)
+        np.testing.assert_allclose(got, want, rtol=0, atol=ATOL)
+        worst = max(worst, float(np.abs(got - want).max()))
+        tokens = greedy(want, [1, 1])
+        assert (greedy(got, [1, 1]) == tokens).all()
+    # the caches the EP carried equal the reference's
+    for name, past in mine.past.items():
+        np.testing.assert_allclose(past, theirs.past[name], rtol=0, atol=ATOL)
+    del mine
+    [g] = rec.close()["groups"]
+    # every step ran compiled in the one group, none failed over to the eager path
+    assert g["runs"] == 1 + DECODE_STEPS and g["fallbacks"] == 0 and g["failures"] == 0, g
+    print(f"{family} {'shared' if shared else 'growing'}: max |logit diff| {worst:.2e}, "
+          f"traces {g['traces']} in {g['runs']} runs")
