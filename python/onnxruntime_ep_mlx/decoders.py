@@ -19,7 +19,9 @@ GatherBlockQuantized of a Reshape of the lm_head's int4 weight. The families:
 - gemma2: embeddings scaled by sqrt(hidden), four norms a layer, GELU (FastGelu), attention
   softcap and query scale, a sliding window on alternating layers, final logit softcap.
 
-The same model runs with either KV convention: a growing past (present = past + the new rows)
+Activations, scales, norms, caches and logits are float32 as the CPU export writes them, or
+float16 (`dtype="float16"`) as the CUDA flavour does. The same model runs with either KV
+convention: a growing past (present = past + the new rows)
 or onnxruntime-genai's shared buffer (past and present of one capacity; `DecoderRun` feeds
 either). Weights are random but scaled so activations stay near unit size through the layers.
 """
@@ -60,11 +62,20 @@ class DecoderConfig:
     sliding_window: int = -1  # on even layers, as Gemma 2 alternates
     accuracy_level: int = 4
     epsilon: float = 1e-6
+    dtype: str = "float32"  # the activations' type: "float16" as the CUDA flavour exports
     seed: int = 0
 
     @property
     def rot(self) -> int:
         return self.rotary_dim or self.head_dim
+
+    @property
+    def np_dtype(self):
+        return np.dtype(self.dtype)
+
+    @property
+    def onnx_dtype(self) -> int:
+        return {"float32": TP.FLOAT, "float16": TP.FLOAT16}[self.dtype]
 
 
 FAMILIES = {
@@ -84,16 +95,16 @@ def config(family: str, **overrides) -> DecoderConfig:
     return DecoderConfig(family=family, **{**FAMILIES[family], **overrides})
 
 
-def quantize_int4(w: np.ndarray, bs: int):
+def quantize_int4(w: np.ndarray, bs: int, dtype=np.float32):
     """w [N, K] (K a multiple of bs) as MatMulNBits stores it, symmetric with the implicit zero
-    point 8: (B uint8 [N, K/bs, bs/2], scales float32 [N, K/bs], the dequantized weight)."""
+    point 8: (B uint8 [N, K/bs, bs/2], scales [N, K/bs] in `dtype`, the dequantized weight)."""
     n, k = w.shape
     blocks = w.reshape(n, k // bs, bs)
-    scales = np.maximum(np.abs(blocks).max(-1), 1e-8) / 7.0
+    scales = (np.maximum(np.abs(blocks).max(-1), 1e-8) / 7.0).astype(dtype).astype(np.float32)
     q = np.clip(np.round(blocks / scales[..., None]) + 8, 0, 15).astype(np.uint8)
     packed = (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)
     deq = ((q.astype(np.float32) - 8) * scales[..., None]).reshape(n, k)
-    return packed, scales.astype(np.float32), deq
+    return packed, scales.astype(dtype), deq
 
 
 class _Graph:
@@ -110,20 +121,24 @@ class _Graph:
         self.nodes.append(helper.make_node(op, ins, outs, name=name, domain=domain, **attrs))
         return outs[0] if len(outs) == 1 else outs
 
+    def values(self, a):
+        """a in the activations' type."""
+        return np.asarray(a, np.float32).astype(self.cfg.np_dtype)
+
     def weight(self, n, k, gain=1.0):
         return (self.rng.standard_normal((n, k)) * gain / math.sqrt(k)).astype(np.float32)
 
     def matmul_nbits(self, name, x, n, k, w=None, quantized=None):
         cfg = self.cfg
         b, scales, _ = quantized or quantize_int4(self.weight(n, k) if w is None else w,
-                                                 cfg.block_size)
+                                                 cfg.block_size, cfg.np_dtype)
         ins = [x, self.init(name + ".weight_Q4", b), self.init(name + ".weight_scales",
                                                                scales.reshape(-1))]
         return self.node("MatMulNBits", ins, [name + "/output_0"], name, MS, K=k, N=n, bits=4,
                          block_size=cfg.block_size, accuracy_level=cfg.accuracy_level)
 
     def norm_weight(self, name, d):
-        return self.init(name, (1 + 0.1 * self.rng.standard_normal(d)).astype(np.float32))
+        return self.init(name, self.values(1 + 0.1 * self.rng.standard_normal(d)))
 
     def rms(self, name, x, d):
         return self.node("SimplifiedLayerNormalization", [x, self.norm_weight(name + ".weight", d)],
@@ -143,7 +158,7 @@ def _rotary_caches(cfg: DecoderConfig):
     half = cfg.rot // 2
     inv = 1.0 / (cfg.rope_theta ** (np.arange(half) * 2.0 / cfg.rot))
     ang = np.arange(cfg.max_len)[:, None] * inv[None, :]
-    return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+    return np.cos(ang).astype(cfg.np_dtype), np.sin(ang).astype(cfg.np_dtype)
 
 
 def _lengths(g: _Graph):
@@ -186,7 +201,7 @@ def _attention(g: _Graph, i: int, x: str, seqlens: str, total: str) -> str:
         packed = g.matmul_nbits(p + "/qkv_proj/MatMul", x, (nq + 2 * nkv) * h, d)
         if cfg.qkv_bias:
             bias = g.init(p + "/qkv_proj/bias",
-                          (0.1 * g.rng.standard_normal((nq + 2 * nkv) * h)).astype(np.float32))
+                          g.values(0.1 * g.rng.standard_normal((nq + 2 * nkv) * h)))
             packed = g.node("Add", [packed, bias], [p + "/qkv_proj/Add/out"],
                             p + "/qkv_proj/Add")
         qkv = [packed, "", ""]
@@ -231,7 +246,7 @@ def build(cfg: DecoderConfig | str, **overrides) -> onnx.ModelProto:
     g.init("sin_cache", sin)
     seqlens, total = _lengths(g)
     lm_w = g.weight(v, d, gain=2.0)
-    lm_q = quantize_int4(lm_w, cfg.block_size)
+    lm_q = quantize_int4(lm_w, cfg.block_size, cfg.np_dtype)
     if cfg.tied_embeddings:  # the table is the lm_head's int4 weight, viewed [V, D/2]
         g.init("/model/embed_tokens/shape", np.array([v, d // 2], np.int64))
         table = g.node("Reshape", ["lm_head.MatMul.weight_Q4", "/model/embed_tokens/shape"],
@@ -242,12 +257,12 @@ def build(cfg: DecoderConfig | str, **overrides) -> onnx.ModelProto:
                      bits=4, block_size=cfg.block_size, gather_axis=0, quantize_axis=1)
     else:
         table = g.init("model.embed_tokens.weight",
-                       g.rng.standard_normal((v, d)).astype(np.float32))
+                       g.values(g.rng.standard_normal((v, d))))
         emb = g.node("Gather", [table, "input_ids"], ["/model/embed_tokens/out"],
                      "/model/embed_tokens/Gather", axis=0)
     if cfg.gemma:
         emb = g.node("Mul", [emb, g.init("/model/embed_tokens/scale",
-                                         np.array(math.sqrt(d), np.float32))],
+                                         g.values(math.sqrt(d)))],
                      ["/model/embed_tokens/Mul/out"], "/model/embed_tokens/Mul")
     out, residual = None, emb
     for i in range(cfg.layers):
@@ -270,7 +285,7 @@ def build(cfg: DecoderConfig | str, **overrides) -> onnx.ModelProto:
     x, _ = g.skip_rms("/model/norm/SkipLayerNorm", out, residual, d)
     logits = g.matmul_nbits("lm_head.MatMul", x, v, d, quantized=lm_q)
     if cfg.final_softcap:
-        c = g.init("/lm_head/softcap", np.array(cfg.final_softcap, np.float32))
+        c = g.init("/lm_head/softcap", g.values(cfg.final_softcap))
         t = g.node("Div", [logits, c], ["/lm_head/Div/out"], "/lm_head/Div")
         t = g.node("Tanh", [t], ["/lm_head/Tanh/out"], "/lm_head/Tanh")
         logits = g.node("Mul", [t, c], ["/lm_head/Mul/out"], "/lm_head/Mul")
@@ -282,13 +297,13 @@ def build(cfg: DecoderConfig | str, **overrides) -> onnx.ModelProto:
                                             ["batch_size", "sequence_length"]),
               helper.make_tensor_value_info("attention_mask", TP.INT64,
                                             ["batch_size", "total_sequence_length"])]
-    outputs = [helper.make_tensor_value_info("logits", TP.FLOAT,
+    outputs = [helper.make_tensor_value_info("logits", cfg.onnx_dtype,
                                              ["batch_size", "sequence_length", v])]
     for i in range(cfg.layers):
         for kind in ("key", "value"):
-            inputs.append(helper.make_tensor_value_info(f"past_key_values.{i}.{kind}", TP.FLOAT,
-                                                        kv_shape))
-            outputs.append(helper.make_tensor_value_info(f"present.{i}.{kind}", TP.FLOAT,
+            inputs.append(helper.make_tensor_value_info(f"past_key_values.{i}.{kind}",
+                                                        cfg.onnx_dtype, kv_shape))
+            outputs.append(helper.make_tensor_value_info(f"present.{i}.{kind}", cfg.onnx_dtype,
                                                          present_shape))
     graph = helper.make_graph(g.nodes, f"{cfg.family}_decoder", inputs, outputs, g.inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
@@ -321,7 +336,7 @@ class DecoderRun:
         rows = capacity if shared else 0
         if shared and capacity <= 0:
             raise ValueError("the shared buffer needs a capacity")
-        zeros = np.zeros((batch, cfg.kv_heads, rows, cfg.head_dim), np.float32)
+        zeros = np.zeros((batch, cfg.kv_heads, rows, cfg.head_dim), cfg.np_dtype)
         self.past = {f"past_key_values.{i}.{k}": zeros for i in range(cfg.layers)
                      for k in ("key", "value")}
         self.lengths = np.zeros(batch, np.int64)
