@@ -19,6 +19,8 @@ GatherBlockQuantized of a Reshape of the lm_head's int4 weight. The families:
 - gemma2: embeddings scaled by sqrt(hidden), four norms a layer, GELU (FastGelu), attention
   softcap and query scale, a sliding window on alternating layers, final logit softcap.
 
+With `lengths_inputs=True` the graph takes seqlens_k and total_sequence_length as inputs
+instead of attention_mask (the mask's width grows every step; these keep their shapes).
 Activations, scales, norms, caches and logits are float32 as the CPU export writes them, or
 float16 (`dtype="float16"`) as the CUDA flavour does. The same model runs with either KV
 convention: a growing past (present = past + the new rows)
@@ -63,6 +65,7 @@ class DecoderConfig:
     accuracy_level: int = 4
     epsilon: float = 1e-6
     dtype: str = "float32"  # the activations' type: "float16" as the CUDA flavour exports
+    lengths_inputs: bool = False  # seqlens_k and total_sequence_length fed, not attention_mask
     seed: int = 0
 
     @property
@@ -244,7 +247,10 @@ def build(cfg: DecoderConfig | str, **overrides) -> onnx.ModelProto:
     cos, sin = _rotary_caches(cfg)
     g.init("cos_cache", cos)
     g.init("sin_cache", sin)
-    seqlens, total = _lengths(g)
+    if cfg.lengths_inputs:
+        seqlens, total = "seqlens_k", "total_sequence_length"
+    else:
+        seqlens, total = _lengths(g)
     lm_w = g.weight(v, d, gain=2.0)
     lm_q = quantize_int4(lm_w, cfg.block_size, cfg.np_dtype)
     if cfg.tied_embeddings:  # the table is the lm_head's int4 weight, viewed [V, D/2]
@@ -294,9 +300,13 @@ def build(cfg: DecoderConfig | str, **overrides) -> onnx.ModelProto:
     kv_shape = ["batch_size", cfg.kv_heads, "past_sequence_length", cfg.head_dim]
     present_shape = ["batch_size", cfg.kv_heads, "total_sequence_length", cfg.head_dim]
     inputs = [helper.make_tensor_value_info("input_ids", TP.INT64,
-                                            ["batch_size", "sequence_length"]),
-              helper.make_tensor_value_info("attention_mask", TP.INT64,
-                                            ["batch_size", "total_sequence_length"])]
+                                            ["batch_size", "sequence_length"])]
+    if cfg.lengths_inputs:
+        inputs += [helper.make_tensor_value_info("seqlens_k", TP.INT32, ["batch_size"]),
+                   helper.make_tensor_value_info("total_sequence_length", TP.INT32, [])]
+    else:
+        inputs.append(helper.make_tensor_value_info("attention_mask", TP.INT64,
+                                                    ["batch_size", "total_sequence_length"]))
     outputs = [helper.make_tensor_value_info("logits", cfg.onnx_dtype,
                                              ["batch_size", "sequence_length", v])]
     for i in range(cfg.layers):
@@ -348,8 +358,13 @@ class DecoderRun:
         b, s = tokens.shape
         new = np.full(b, s) if lengths is None else np.asarray(lengths)
         total = int((self.lengths + new).max())
-        mask = (np.arange(total)[None, :] < (self.lengths + new)[:, None]).astype(np.int64)
-        feeds = {"input_ids": tokens, "attention_mask": mask, **self.past}
+        feeds = {"input_ids": tokens, **self.past}
+        if self.cfg.lengths_inputs:
+            feeds["seqlens_k"] = (self.lengths + new - 1).astype(np.int32)
+            feeds["total_sequence_length"] = np.array(total, np.int32)
+        else:
+            feeds["attention_mask"] = (np.arange(total)[None, :] <
+                                       (self.lengths + new)[:, None]).astype(np.int64)
         names = [o.name for o in self.session.get_outputs()]
         got = dict(zip(names, self.session.run(None, feeds)))
         for i in range(self.cfg.layers):

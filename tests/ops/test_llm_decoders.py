@@ -75,14 +75,26 @@ def test_decoder_float16_shared_buffer(family):
     decode_against_cpu(family, True, dtype="float16")
 
 
+@pytest.mark.parametrize("family", sorted(D.FAMILIES))
+def test_decoder_shared_buffer_decode_steps_trace_once(family):
+    """Fed seqlens_k and total_sequence_length (shapes that hold from step to step) instead of
+    the growing attention_mask, the shared buffer's decode steps share one compiled variant:
+    two traces in all (the prefill, then one every decode step reuses: key_class_gqa), with
+    every attention form of the families (windows, softcaps, q/k norms, partial rotary)."""
+    g = decode_against_cpu(family, True, lengths_inputs=True)
+    assert g["traces"] == 2 and g["cache_hits"] == DECODE_STEPS - 1, g
+
+
 def test_decoder_as_written_tied_table_computed():
     """ORT's optimisations off: Qwen2's embedding table stays the Reshape of the lm_head's int4
     weight, computed in the group (not folded into a constant)."""
     decode_against_cpu("qwen2", True, optimize=False)
 
 
-def decode_against_cpu(family, shared, optimize=True, dtype="float32"):
-    cfg = D.config(family, dtype=dtype)
+def decode_against_cpu(family, shared, optimize=True, dtype="float32", lengths_inputs=False):
+    """Runs the prefill and decode steps on both providers, comparing each step; returns the
+    group's run record."""
+    cfg = D.config(family, dtype=dtype, lengths_inputs=lengths_inputs)
     atol = ATOL[dtype]
     model = D.build(cfg)
     # CPU fallback disabled: a node left to ORT fails the session
@@ -116,3 +128,4 @@ def decode_against_cpu(family, shared, optimize=True, dtype="float32"):
     assert g["runs"] == 1 + DECODE_STEPS and g["fallbacks"] == 0 and g["failures"] == 0, g
     print(f"{family} {dtype} {'shared' if shared else 'growing'}: max |logit diff| {worst:.2e}, "
           f"traces {g['traces']} in {g['runs']} runs")
+    return g
