@@ -25,6 +25,8 @@ FORMS = {
     "bias": dict(bias="1,1"),
     "bias_per_head": dict(bias="B,N", local_window_size=3),
     "position_ids": dict(position_ids=True),
+    "all_at_once": dict(local_window_size=3, softcap=1.5, bias="B,N", sink=True,
+                        position_ids=True),
 }
 
 
@@ -118,10 +120,13 @@ def steps_feeds(r, form, s, total, pk, pv, batch=1):
         f["head_sink"] = np.array([0.5, -1.0, 2.0, 0.0], np.float32)
     if FORMS[form].get("position_ids"):
         f["position_ids"] = (total - s + np.arange(s) + 2)[None, :].repeat(batch, 0)
+    if FORMS[form].get("bias"):
+        f["attention_bias"] = r.standard_normal((batch, NQ, s, total)).astype(np.float32)
     return f
 
 
-@pytest.mark.parametrize("form", ["window", "window_softcap", "sink", "smooth", "position_ids"])
+@pytest.mark.parametrize("form", ["window", "window_softcap", "sink", "smooth", "position_ids",
+                                  "all_at_once"])
 @pytest.mark.parametrize("shared", [False, True])
 def test_gqa_form_decode_steps(form, shared):
     """A prefill then decode steps through one session, the cache fed back each step, against
@@ -134,6 +139,8 @@ def test_gqa_form_decode_steps(form, shared):
         dims.update({"past_key": {2: "p"}, "past_value": {2: "p"}})
     if FORMS[form].get("position_ids"):
         dims["position_ids"] = {1: "s"}
+    if FORMS[form].get("bias"):
+        dims["attention_bias"] = {2: "s", 3: "t"}
     model = symbolic(model, dims)
     rec, cpu = Recorded(model), cpu_session(model)
     r = np.random.default_rng(5)
