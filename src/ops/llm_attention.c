@@ -35,10 +35,14 @@
  * and sinks in a composed float32 softmax over grouped heads (MLX's sdpa has no softcap, and
  * the bridge's sdpa no sinks).
  *
- * Declined with reasons: sliding_window_cache (window-sized caches that evict), causal 0,
- * qk_output, quantized caches (k/v quant types, kv_cache_bit_width, non-float cache), and the
- * inputs k_scale/v_scale and q/k norm weights (ORT's CPU provider has no kernel for the last:
- * exporters spell Qwen3's q/k norm as SimplifiedLayerNormalization nodes before the op).
+ * With sliding_window_cache the past and present are window-sized (capacity C >= W rows) and
+ * the op evicts inside: see the section on it below. Present then always has C rows, so every
+ * call shares one compiled variant.
+ *
+ * Declined with reasons: causal 0, qk_output, quantized caches (k/v quant types,
+ * kv_cache_bit_width, non-float cache), the inputs k_scale/v_scale, and the q/k norm weights
+ * (the operator's spec has only the CUDA and WebGPU providers honour them and every other one
+ * reject them; exporters spell Qwen3's q/k norm as SimplifiedLayerNormalization nodes).
  */
 #include "ops/families.h"
 #include "ops/llm.h"
@@ -71,9 +75,8 @@ static bool claim_attrs(const ir_node *n, op_why why) {
   if (window != -1 && window < 1)
     return op_decline(why, "GroupQueryAttention local_window_size %lld (-1, or a window of at "
                            "least one key)", (long long)window);
-  if (ir_attr_int(n, "sliding_window_cache", 0))
-    return op_decline(why, "GroupQueryAttention sliding_window_cache (window-sized caches that "
-                           "evict inside the op) is not supported");
+  if (ir_attr_int(n, "sliding_window_cache", 0) && window < 1)
+    return op_decline(why, "GroupQueryAttention sliding_window_cache needs local_window_size > 0");
   float softcap = ir_attr_float(n, "softcap", 0.0f);
   if (softcap < 0.0f)
     return op_decline(why, "GroupQueryAttention softcap %g (must be >= 0)", softcap);
@@ -107,6 +110,9 @@ static bool claim_gqa(const ir_graph *g, const ir_node *n, const op_row *r, op_w
     return op_decline(why, "GroupQueryAttention needs past_key and past_value both, or neither");
   if (ir_has_input(n, 7) != ir_has_input(n, 8))
     return op_decline(why, "GroupQueryAttention needs cos_cache and sin_cache both");
+  if (ir_attr_int(n, "sliding_window_cache", 0) && !ir_has_input(n, 3))
+    return op_decline(why, "GroupQueryAttention sliding_window_cache needs past_key and "
+                           "past_value (their rows are the cache's capacity)");
   if (ir_attr_int(n, "do_rotary", 0) && !ir_has_input(n, 7))
     return op_decline(why, "GroupQueryAttention do_rotary needs cos_cache and sin_cache");
   const ir_value *q = ir_input(g, n, 0);
@@ -151,6 +157,9 @@ static int all_of(tr_ctx *t, mx_array ok, mx_array *out) {
 typedef struct gqa_lengths {
   int s, past, present;
   mx_array past_b, last; /* last: seqlens_k as int32 [B, 1, 1, 1], the last key in use */
+  /* the keys attention reads, [B or 1, 1, 1, keys]: their absolute positions, and which are
+   * in use (NULL: all); the present rows unless the cache is windowed */
+  mx_array key_pos, key_used;
 } gqa_lengths;
 
 static int lengths(tr_ctx *t, int s, int past, gqa_lengths *L) {
@@ -162,7 +171,10 @@ static int lengths(tr_ctx *t, int s, int past, gqa_lengths *L) {
   L->s = s, L->past = past;
   L->present = total > past ? (int)total : past;
   mx_array seq = tr_in(t, 5), off, zero, lo, hi, ok;
-  int shape[4] = {-1, 1, 1, 1};
+  int shape[4] = {-1, 1, 1, 1}, col[4] = {1, 1, 1, L->present};
+  TR_TRY(mx_arange(t->mx, &L->key_pos, 0, L->present, 1, MX_INT32));
+  TR_TRY(mx_reshape(t->mx, &L->key_pos, L->key_pos, col, 4));
+  L->key_used = NULL;
   TR_TRY(mx_astype(t->mx, &seq, seq, MX_INT32));
   TR_TRY(mx_reshape(t->mx, &seq, seq, shape, 4));
   L->last = seq;
@@ -182,6 +194,98 @@ static int lengths(tr_ctx *t, int s, int past, gqa_lengths *L) {
                        s, top, L->present);
 }
 
+/* --- sliding_window_cache: a window-sized cache the op evicts from --------------------------
+ * The past holds C rows (its capacity, C >= W). After T tokens an entry's rows [0, L(T)) hold
+ * its L(T) most recent positions in order (row i: position T - L(T) + i), where L(T) = T up to
+ * C and then T - G * ceil((T - C) / G), G = C - W + 1: eviction reclaims G rows at once, so the
+ * layout depends on T alone. A step reads the past's resident rows and the new ones as one key
+ * sequence of C + S rows (past rows, then new), each with its absolute position, and writes
+ * present as the last L(T) of them; rows past L(T) are unspecified by the operator (zeros
+ * here). Attention masks by absolute position, as with a full cache. */
+static int resident_rows(tr_ctx *t, mx_array tokens, int cap, int window, mx_array *out) {
+  mx_array c, g, over, steps, fits;
+  int gap = cap - window + 1;
+  TR_TRY(mx_scalar_int(t->mx, &c, cap, MX_INT32));
+  TR_TRY(mx_scalar_int(t->mx, &g, gap, MX_INT32));
+  TR_TRY(mx_binary(t->mx, &over, MX_SUBTRACT, tokens, c));
+  TR_TRY(mx_scalar_int(t->mx, &c, gap - 1, MX_INT32));
+  TR_TRY(mx_binary(t->mx, &steps, MX_ADD, over, c));
+  TR_TRY(mx_binary(t->mx, &steps, MX_FLOOR_DIVIDE, steps, g)); /* ceil((T - C) / G) */
+  TR_TRY(mx_binary(t->mx, &steps, MX_MULTIPLY, steps, g));
+  TR_TRY(mx_binary(t->mx, &steps, MX_SUBTRACT, tokens, steps));
+  TR_TRY(mx_scalar_int(t->mx, &c, 0, MX_INT32));
+  TR_TRY(mx_binary(t->mx, &fits, MX_LESS_EQUAL, over, c));
+  return mx_where(t->mx, out, fits, tokens, steps);
+}
+
+/* The lengths of a windowed step: past_b = the entry's tokens before it (none on a first
+ * prompt), `resident` = L(past_b) past rows in use, `kept` = L(seqlens_k + 1) present rows; the
+ * keys are the C past rows then the S new ones, at absolute positions past_b - resident + i and
+ * past_b + s, the past's rows from `resident` on unused. */
+static int windowed_lengths(tr_ctx *t, int s, int cap, int window, gqa_lengths *L,
+                            mx_array *resident, mx_array *kept) {
+  if (cap < window)
+    return tr_fail(t, "sliding_window_cache needs a capacity (past rows, %d) of at least "
+                      "local_window_size (%d)", cap, window);
+  L->s = s, L->past = cap, L->present = cap;
+  mx_array seq = tr_in(t, 5), off, zero, i, start, pos_past, pos_new, in_past, used;
+  int shape[4] = {-1, 1, 1, 1}, col[4] = {1, 1, 1, cap + s};
+  TR_TRY(mx_astype(t->mx, &seq, seq, MX_INT32));
+  TR_TRY(mx_reshape(t->mx, &seq, seq, shape, 4));
+  L->last = seq;
+  TR_TRY(mx_scalar_int(t->mx, &off, 1 - s, MX_INT32));
+  TR_TRY(mx_binary(t->mx, &L->past_b, MX_ADD, seq, off));
+  TR_TRY(mx_scalar_int(t->mx, &zero, 0, MX_INT32));
+  TR_TRY(mx_binary(t->mx, &L->past_b, MX_MAXIMUM, L->past_b, zero));
+  TR_TRY(resident_rows(t, L->past_b, cap, window, resident));
+  TR_TRY(mx_scalar_int(t->mx, &off, 1, MX_INT32));
+  TR_TRY(mx_binary(t->mx, &off, MX_ADD, seq, off));
+  TR_TRY(resident_rows(t, off, cap, window, kept));
+  TR_TRY(mx_arange(t->mx, &i, 0, cap + s, 1, MX_INT32));
+  TR_TRY(mx_reshape(t->mx, &i, i, col, 4));
+  TR_TRY(mx_binary(t->mx, &start, MX_SUBTRACT, L->past_b, *resident));
+  TR_TRY(mx_binary(t->mx, &pos_past, MX_ADD, start, i));
+  TR_TRY(mx_scalar_int(t->mx, &off, cap, MX_INT32));
+  TR_TRY(mx_binary(t->mx, &pos_new, MX_SUBTRACT, i, off));
+  TR_TRY(mx_binary(t->mx, &pos_new, MX_ADD, pos_new, L->past_b));
+  TR_TRY(mx_binary(t->mx, &in_past, MX_LESS, i, off));
+  TR_TRY(mx_where(t->mx, &L->key_pos, in_past, pos_past, pos_new));
+  TR_TRY(mx_binary(t->mx, &used, MX_LESS, i, *resident));
+  TR_TRY(mx_binary(t->mx, &in_past, MX_GREATER_EQUAL, i, off));
+  return mx_binary(t->mx, &L->key_used, MX_LOGICAL_OR, used, in_past);
+}
+
+/* The keys (or values) of a windowed step, past then new rows [B, Nkv, C + S, H], and the
+ * present: row j is the key of position T - kept + j (T = seqlens_k + 1), for j < kept. */
+static int windowed_cache(tr_ctx *t, const gqa_lengths *L, mx_array resident, mx_array kept,
+                          mx_array past, mx_array fresh, mx_array *keys, mx_array *present) {
+  int b = mx_dim(fresh, 0), nkv = mx_dim(fresh, 1), h = mx_dim(fresh, 3), cap = L->past;
+  int col[4] = {1, 1, cap, 1}, full[4] = {b, nkv, cap, h};
+  mx_array both[2] = {past, fresh}, j, pos, from_past, src, one, c, top, zero, idx, got, keep;
+  TR_TRY(mx_concatenate(t->mx, keys, both, 2, 2));
+  TR_TRY(mx_arange(t->mx, &j, 0, cap, 1, MX_INT32));
+  TR_TRY(mx_reshape(t->mx, &j, j, col, 4));
+  TR_TRY(mx_scalar_int(t->mx, &one, 1, MX_INT32));
+  TR_TRY(mx_binary(t->mx, &pos, MX_ADD, L->last, one));
+  TR_TRY(mx_binary(t->mx, &pos, MX_SUBTRACT, pos, kept));
+  TR_TRY(mx_binary(t->mx, &pos, MX_ADD, pos, j)); /* [B, 1, C, 1] absolute positions */
+  TR_TRY(mx_binary(t->mx, &from_past, MX_LESS, pos, L->past_b));
+  TR_TRY(mx_binary(t->mx, &src, MX_SUBTRACT, pos, L->past_b)); /* new row index */
+  TR_TRY(mx_scalar_int(t->mx, &c, cap, MX_INT32));
+  TR_TRY(mx_binary(t->mx, &src, MX_ADD, src, c));
+  TR_TRY(mx_binary(t->mx, &idx, MX_ADD, pos, resident)); /* past row: pos - (past_b - res) */
+  TR_TRY(mx_binary(t->mx, &idx, MX_SUBTRACT, idx, L->past_b));
+  TR_TRY(mx_where(t->mx, &idx, from_past, idx, src));
+  TR_TRY(mx_scalar_int(t->mx, &zero, 0, MX_INT32));
+  TR_TRY(mx_scalar_int(t->mx, &top, cap + L->s - 1, MX_INT32));
+  TR_TRY(mx_clip(t->mx, &idx, idx, zero, top));
+  TR_TRY(mx_broadcast_to(t->mx, &idx, idx, full, 4));
+  TR_TRY(mx_take_along_axis(t->mx, &got, *keys, idx, 2));
+  TR_TRY(mx_binary(t->mx, &keep, MX_LESS, j, kept));
+  TR_TRY(mx_scalar(t->mx, &zero, 0.0, mx_dtype_of(fresh)));
+  return mx_where(t->mx, present, keep, got, zero);
+}
+
 /* The key's class (op_row.key_class): the translation depends on total_sequence_length only
  * through P = max(total, past), so every total up to the past's rows (the shared buffer of
  * onnxruntime-genai, whose decode steps keep the shapes) shares one compiled variant; a growing
@@ -190,6 +294,10 @@ static bool key_class_gqa(const ir_node *n, int input, int64_t total, const int 
                           const int *ranks, int64_t *klass) {
   int past = 0;
   if (input != 6) return false;
+  if (ir_attr_int(n, "sliding_window_cache", 0)) { /* present holds the past's rows: P fixed */
+    *klass = -1;
+    return true;
+  }
   if (n->inputs[3] != IR_NONE) {
     if (ranks[3] != 4) return false;
     past = dims[3][2];
@@ -233,10 +341,8 @@ static int present_of(tr_ctx *t, const gqa_lengths *L, mx_array past, mx_array f
  * seqlens_k) (the padding rows of a right-padded prompt see only its valid keys, as in ORT's
  * kernel; elsewhere past_b + s never exceeds it), and with a window W only j > lim - W. */
 static int visible_keys(tr_ctx *t, const gqa_lengths *L, int window, mx_array *out) {
-  mx_array j, s, lim, ok, lo, far;
-  int row[4] = {1, 1, L->s, 1}, col[4] = {1, 1, 1, L->present};
-  TR_TRY(mx_arange(t->mx, &j, 0, L->present, 1, MX_INT32));
-  TR_TRY(mx_reshape(t->mx, &j, j, col, 4));
+  mx_array j = L->key_pos, s, lim, ok, lo, far;
+  int row[4] = {1, 1, L->s, 1};
   TR_TRY(mx_arange(t->mx, &s, 0, L->s, 1, MX_INT32));
   TR_TRY(mx_reshape(t->mx, &s, s, row, 4));
   TR_TRY(mx_binary(t->mx, &lim, MX_ADD, L->past_b, s));
@@ -248,6 +354,7 @@ static int visible_keys(tr_ctx *t, const gqa_lengths *L, int window, mx_array *o
     TR_TRY(mx_binary(t->mx, &lo, MX_GREATER, j, lo));
     TR_TRY(mx_binary(t->mx, &ok, MX_LOGICAL_AND, ok, lo));
   }
+  if (L->key_used) TR_TRY(mx_binary(t->mx, &ok, MX_LOGICAL_AND, ok, L->key_used));
   *out = ok;
   return MX_OK;
 }
@@ -260,6 +367,17 @@ static int bias_columns(tr_ctx *t, const gqa_lengths *L, mx_array bias, mx_array
     return tr_fail(t, "attention_bias must be [B or 1, num_heads or 1, %d, total]", L->s);
   int w = mx_dim(bias, 3);
   TR_TRY(to_f32(t, &bias));
+  if (L->key_used) { /* a windowed cache: each key's column is its absolute position */
+    mx_array idx, zero, top;
+    int b = mx_dim(L->past_b, 0), keys = mx_dim(L->key_pos, 3);
+    int wide[4] = {b, mx_dim(bias, 1), L->s, w}, picked[4] = {b, mx_dim(bias, 1), L->s, keys};
+    TR_TRY(mx_scalar_int(t->mx, &zero, 0, MX_INT32));
+    TR_TRY(mx_scalar_int(t->mx, &top, w - 1, MX_INT32));
+    TR_TRY(mx_clip(t->mx, &idx, L->key_pos, zero, top));
+    TR_TRY(mx_broadcast_to(t->mx, &idx, idx, picked, 4));
+    TR_TRY(mx_broadcast_to(t->mx, &bias, bias, wide, 4));
+    return mx_take_along_axis(t->mx, out, bias, idx, 3);
+  }
   if (w > L->present) TR_TRY(tr_slice_axis(t, bias, 3, 0, L->present, &bias));
   else if (w < L->present) {
     mx_array zero;
@@ -384,7 +502,11 @@ static int translate_gqa(tr_ctx *t, const ir_node *n, const op_row *r) {
     past = mx_dim(pk, 2);
   }
   gqa_lengths L;
-  TR_TRY(lengths(t, s, past, &L));
+  int window = (int)ir_attr_int(n, "local_window_size", -1);
+  bool windowed = ir_attr_int(n, "sliding_window_cache", 0) != 0;
+  mx_array resident = NULL, kept = NULL;
+  if (windowed) TR_TRY(windowed_lengths(t, s, past, window, &L, &resident, &kept));
+  else TR_TRY(lengths(t, s, past, &L));
   mx_dtype cache_t = mx_dtype_of(q);
   if (!k) { /* packed: [q | k | v] along the last axis */
     TR_TRY(tr_slice_axis(t, q, 2, nq * head, (nq + nkv) * head, &k));
@@ -404,16 +526,24 @@ static int translate_gqa(tr_ctx *t, const ir_node *n, const op_row *r) {
   TR_TRY(mx_transpose(t->mx, &q, q, perm, 4));
   TR_TRY(mx_transpose(t->mx, &k, k, perm, 4));
   TR_TRY(mx_transpose(t->mx, &v, v, perm, 4));
-  TR_TRY(present_of(t, &L, pk, k, &k));
-  TR_TRY(present_of(t, &L, pv, v, &v));
-  TR_TRY(tr_out_cast(t, 1, k));
-  TR_TRY(tr_out_cast(t, 2, v));
+  if (windowed) { /* attention reads past and new rows; present keeps the last of them */
+    mx_array present_k, present_v;
+    TR_TRY(windowed_cache(t, &L, resident, kept, pk, k, &k, &present_k));
+    TR_TRY(windowed_cache(t, &L, resident, kept, pv, v, &v, &present_v));
+    TR_TRY(tr_out_cast(t, 1, present_k));
+    TR_TRY(tr_out_cast(t, 2, present_v));
+  } else {
+    TR_TRY(present_of(t, &L, pk, k, &k));
+    TR_TRY(present_of(t, &L, pv, v, &v));
+    TR_TRY(tr_out_cast(t, 1, k));
+    TR_TRY(tr_out_cast(t, 2, v));
+  }
   double scale = ir_attr_float(n, "scale", 0.0f);
   if (scale == 0.0) scale = 1.0 / sqrt((double)head);
   TR_TRY(to_f32(t, &q));
   TR_TRY(to_f32(t, &k));
   TR_TRY(to_f32(t, &v));
-  TR_TRY(visible_keys(t, &L, (int)ir_attr_int(n, "local_window_size", -1), &ok));
+  TR_TRY(visible_keys(t, &L, window, &ok));
   if (tr_in(t, 10)) TR_TRY(bias_columns(t, &L, tr_in(t, 10), &bias));
   TR_TRY(additive_mask(t, ok, bias, &mask));
   if (ir_attr_float(n, "softcap", 0.0f) > 0.0f || tr_in(t, 11) ||
@@ -437,7 +567,8 @@ const op_row ops_llm_attention_rows[] = {
      "past/present BNSH, growing or shared buffer, batch entries of their own lengths "
      "(seqlens_k); separate or packed QKV, in-op rotary (position_ids); local_window_size, "
      "attention_bias: masked MLX sdpa in float32; softcap, smooth_softmax, head_sink: composed "
-     "float32 softmax; sliding_window_cache, quantized caches, q/k norm inputs declined; keyed on "
+     "float32 softmax; sliding_window_cache: window-sized caches evicted in the op; quantized caches "
+     "and q/k norm inputs declined; keyed on "
      "total_sequence_length by class: shared-buffer decode steps share one trace where the "
      "group's inputs keep their shapes (a group fed the growing attention_mask traces per "
      "step), a growing past traces once per length",

@@ -377,7 +377,6 @@ def test_gqa_no_past_inputs_and_scale():
 def test_gqa_declines():
     """What stays declined (the score forms are claimed: test_llm_gqa_forms.py)."""
     cases = [
-        (dict(local_window_size=4, sliding_window_cache=1), "sliding_window_cache"),
         (dict(causal=0), "causal 0"),
         (dict(qk_output=1), "qk_output 1"),
         (dict(extra_inputs=[(14, ("qn", [32])), (15, ("kn", [32]))]), "q_norm_weight"),

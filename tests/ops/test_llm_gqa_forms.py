@@ -174,7 +174,6 @@ def test_gqa_form_paths():
 def test_gqa_form_declines():
     cases = [
         (dict(local_window_size=0), "local_window_size 0"),
-        (dict(local_window_size=4, sliding_window_cache=1), "sliding_window_cache"),
         (dict(softcap=-1.0), "softcap -1"),
         (dict(extra_inputs=[(14, ("qn", [HD])), (15, ("kn", [HD]))]), "q_norm_weight"),
         (dict(k_quant_type="PER_TENSOR", v_quant_type="PER_TENSOR", kv_cache_bit_width=8),
@@ -182,5 +181,70 @@ def test_gqa_form_declines():
     ]
     for kw, words in cases:
         model, _ = gqa_model(s=1, past=3, **kw)
+        reason = declines(model).get("gqa", "")
+        assert words in reason, (kw, reason)
+
+
+# --- sliding_window_cache: a window-sized cache the op evicts from ----------------------------
+def resident(total, cap, window):
+    """The operator's L(T): how many of an entry's most recent positions its cache rows hold."""
+    if total <= cap:
+        return total
+    g = cap - window + 1
+    return total - g * -(-(total - cap) // g)
+
+
+@pytest.mark.parametrize("cap,window", [(5, 3), (4, 4), (7, 2)])
+@pytest.mark.parametrize("form", ["plain", "all_at_once"])
+def test_gqa_sliding_window_cache_steps(cap, window, form):
+    """A prefill then steps of 1-3 tokens through one session, each entry's cache evicted inside
+    the op: the output and the present rows in use ([0, L(T)), the rest unspecified) against
+    ORT's CPU provider, each side feeding back its own cache; also two entries (a prompt, then
+    single-token steps: ORT's kernel takes no right-padded prompt with a windowed cache, nor
+    steps of several tokens with a batch)."""
+    for batch, steps in ((1, (4, 1, 1, 1, 2, 1, 1, 3, 1, 1)), (2, (6, 1, 1, 1, 1, 1, 1))):
+        kw = dict(FORMS[form]) if form != "plain" else {}
+        kw.update(local_window_size=window)
+        extra = kw.pop("sink", False)
+        kw.pop("bias", None), kw.pop("position_ids", None)
+        model, _ = gqa_model(s=steps[0], past=cap, nq=NQ, nkv=NKV, h=HD, packed=True,
+                             rotary=True, batch=batch, sliding_window_cache=1,
+                             extra_inputs=[(11, ("head_sink", [NQ]))] if extra else (), **kw)
+        model = symbolic(model, {"query": {1: "s"}})
+        from mlx_harness import mlx_session
+        mine, ref = mlx_session(model), cpu_session(model)
+        r = np.random.default_rng(cap * 10 + window)
+        lengths = np.full(batch, steps[0])
+        pk_m = pv_m = pk_r = pv_r = np.zeros((batch, NKV, cap, HD), np.float32)
+        done = np.zeros(batch, int)
+        for n, s in enumerate(steps):
+            new = lengths if n == 0 else np.full(batch, s)
+            total = done + new
+            feeds = {"query": r.standard_normal((batch, s, (NQ + 2 * NKV) * HD))
+                     .astype(np.float32),
+                     "seqlens_k": (total - 1).astype(np.int32),
+                     "total_len": np.array(total.max(), np.int32)}
+            if extra:
+                feeds["head_sink"] = np.array([0.5, -1.0, 2.0, 0.0], np.float32)
+            got = mine.run(None, {**feeds, "past_key": pk_m, "past_value": pv_m})
+            want = ref.run(None, {**feeds, "past_key": pk_r, "past_value": pv_r})
+            for b in range(batch):
+                rows = min(int(new[b]), s)
+                np.testing.assert_allclose(got[0][b, :rows], want[0][b, :rows], rtol=1e-4,
+                                           atol=1e-4, err_msg=f"step {n} entry {b}")
+                keep = resident(int(total[b]), cap, window)
+                for i in (1, 2):
+                    np.testing.assert_allclose(got[i][b, :, :keep], want[i][b, :, :keep],
+                                               rtol=1e-4, atol=1e-4,
+                                               err_msg=f"step {n} entry {b} output {i}")
+            pk_m, pv_m, pk_r, pv_r = got[1], got[2], want[1], want[2]
+            done = total
+
+
+def test_gqa_sliding_window_cache_declines():
+    for kw, words in [(dict(sliding_window_cache=1), "needs local_window_size"),
+                      (dict(sliding_window_cache=1, local_window_size=2, with_past=False),
+                       "needs past_key")]:
+        model, _ = gqa_model(s=2, past=4, **kw)
         reason = declines(model).get("gqa", "")
         assert words in reason, (kw, reason)
