@@ -567,11 +567,11 @@ const op_row ops_llm_attention_rows[] = {
      "past/present BNSH, growing or shared buffer, batch entries of their own lengths "
      "(seqlens_k); separate or packed QKV, in-op rotary (position_ids); local_window_size, "
      "attention_bias: masked MLX sdpa in float32; softcap, smooth_softmax, head_sink: composed "
-     "float32 softmax; sliding_window_cache: window-sized caches evicted in the op; quantized caches "
-     "and q/k norm inputs declined; keyed on "
-     "total_sequence_length by class: shared-buffer decode steps share one trace where the "
-     "group's inputs keep their shapes (a group fed the growing attention_mask traces per "
-     "step), a growing past traces once per length",
+     "float32 softmax; sliding_window_cache: window-sized caches evicted in the op; quantized "
+     "caches and q/k norm inputs declined; keyed on total_sequence_length by class: "
+     "shared-buffer and windowed decode steps share one trace where the group's inputs keep "
+     "their shapes (a group fed the growing attention_mask traces per step), a growing past "
+     "traces once per length",
      NULL, NULL, 1u << 6, key_class_gqa},
     OP_ROWS_END,
 };
