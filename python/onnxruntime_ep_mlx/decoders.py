@@ -17,7 +17,9 @@ GatherBlockQuantized of a Reshape of the lm_head's int4 weight. The families:
 - llama: packed QKV, no bias;
 - phi: packed QKV, partial rotary (cos/sin caches narrower than head / 2);
 - gemma2: embeddings scaled by sqrt(hidden), four norms a layer, GELU (FastGelu), attention
-  softcap and query scale, a sliding window on alternating layers, final logit softcap.
+  softcap and query scale, a sliding window on alternating layers (their caches full-length,
+  or with `window_cache=C` window-sized ones the op evicts from: sliding_window_cache), final
+  logit softcap.
 
 With `lengths_inputs=True` the graph takes seqlens_k and total_sequence_length as inputs
 instead of attention_mask (the mask's width grows every step; these keep their shapes).
@@ -62,6 +64,7 @@ class DecoderConfig:
     final_softcap: float = 0.0
     query_scale: float = 0.0  # 0: 1/sqrt(head_dim)
     sliding_window: int = -1  # on even layers, as Gemma 2 alternates
+    window_cache: int = 0  # > 0: the sliding layers' caches hold this many rows, evicted in the op
     accuracy_level: int = 4
     epsilon: float = 1e-6
     dtype: str = "float32"  # the activations' type: "float16" as the CUDA flavour exports
@@ -71,6 +74,10 @@ class DecoderConfig:
     @property
     def rot(self) -> int:
         return self.rotary_dim or self.head_dim
+
+    def windowed(self, layer: int) -> bool:
+        """Whether `layer` keeps a window-sized cache (sliding_window_cache)."""
+        return self.window_cache > 0 and self.sliding_window > 0 and layer % 2 == 0
 
     @property
     def np_dtype(self):
@@ -211,6 +218,8 @@ def _attention(g: _Graph, i: int, x: str, seqlens: str, total: str) -> str:
     attrs = dict(num_heads=nq, kv_num_heads=nkv, do_rotary=1, rotary_interleaved=0,
                  local_window_size=cfg.sliding_window if i % 2 == 0 else -1,
                  softcap=cfg.attn_softcap, scale=cfg.query_scale)
+    if cfg.windowed(i):
+        attrs["sliding_window_cache"] = 1
     outs = [p + "/GroupQueryAttention/out", f"present.{i}.key", f"present.{i}.value"]
     g.node("GroupQueryAttention", qkv + [f"past_key_values.{i}.key", f"past_key_values.{i}.value",
                                          seqlens, total, "cos_cache", "sin_cache"],
@@ -309,12 +318,15 @@ def build(cfg: DecoderConfig | str, **overrides) -> onnx.ModelProto:
                                                     ["batch_size", "total_sequence_length"]))
     outputs = [helper.make_tensor_value_info("logits", cfg.onnx_dtype,
                                              ["batch_size", "sequence_length", v])]
+    window_shape = ["batch_size", cfg.kv_heads, "window_cache_length", cfg.head_dim]
     for i in range(cfg.layers):
         for kind in ("key", "value"):
-            inputs.append(helper.make_tensor_value_info(f"past_key_values.{i}.{kind}",
-                                                        cfg.onnx_dtype, kv_shape))
-            outputs.append(helper.make_tensor_value_info(f"present.{i}.{kind}", cfg.onnx_dtype,
-                                                         present_shape))
+            inputs.append(helper.make_tensor_value_info(
+                f"past_key_values.{i}.{kind}", cfg.onnx_dtype,
+                window_shape if cfg.windowed(i) else kv_shape))
+            outputs.append(helper.make_tensor_value_info(
+                f"present.{i}.{kind}", cfg.onnx_dtype,
+                window_shape if cfg.windowed(i) else present_shape))
     graph = helper.make_graph(g.nodes, f"{cfg.family}_decoder", inputs, outputs, g.inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
                                                     helper.make_opsetid(MS, 1)])
@@ -347,8 +359,9 @@ class DecoderRun:
         if shared and capacity <= 0:
             raise ValueError("the shared buffer needs a capacity")
         zeros = np.zeros((batch, cfg.kv_heads, rows, cfg.head_dim), cfg.np_dtype)
-        self.past = {f"past_key_values.{i}.{k}": zeros for i in range(cfg.layers)
-                     for k in ("key", "value")}
+        window = np.zeros((batch, cfg.kv_heads, cfg.window_cache, cfg.head_dim), cfg.np_dtype)
+        self.past = {f"past_key_values.{i}.{k}": window if cfg.windowed(i) else zeros
+                     for i in range(cfg.layers) for k in ("key", "value")}
         self.lengths = np.zeros(batch, np.int64)
 
     def step(self, tokens: np.ndarray, lengths=None) -> np.ndarray:
