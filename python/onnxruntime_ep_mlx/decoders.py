@@ -13,7 +13,8 @@ GatherBlockQuantized of a Reshape of the lm_head's int4 weight. The families:
 
 - qwen2: packed QKV with a bias (MatMulNBits then Add), tied embeddings;
 - qwen3: separate q/k/v projections, per-head RMS norm of q and k as the builder spells it
-  (Reshape, SimplifiedLayerNormalization over the head, Reshape) before the attention;
+  (Reshape, SimplifiedLayerNormalization over the head, Reshape) before the attention, or
+  (`qk_norm_fused=True`) as ORT's CUDA fusion leaves it: the weights as the op's inputs 14, 15;
 - llama: packed QKV, no bias;
 - phi: packed QKV, partial rotary (cos/sin caches narrower than head / 2);
 - gemma2: embeddings scaled by sqrt(hidden), four norms a layer, GELU (FastGelu), attention
@@ -58,6 +59,7 @@ class DecoderConfig:
     rotary_dim: int = 0  # 0: the whole head
     qkv_bias: bool = False
     qk_norm: bool = False
+    qk_norm_fused: bool = False  # the norm weights as the op's inputs 14, 15 (ORT's CUDA fusion)
     tied_embeddings: bool = False
     gemma: bool = False  # embedding scale, four norms, GELU
     attn_softcap: float = 0.0
@@ -196,9 +198,12 @@ def _attention(g: _Graph, i: int, x: str, seqlens: str, total: str) -> str:
         q = g.matmul_nbits(p + "/q_proj/MatMul", x, nq * h, d)
         k = g.matmul_nbits(p + "/k_proj/MatMul", x, nkv * h, d)
         v = g.matmul_nbits(p + "/v_proj/MatMul", x, nkv * h, d)
+        if cfg.qk_norm_fused:  # the same weights, drawn in the same order, given to the op
+            norms = [g.norm_weight(f"{p}/{nm}_norm/SimplifiedLayerNormalization.weight", h)
+                     for nm in ("q", "k")]
         g.init(p + "/heads_shape", np.array([0, 0, -1, h], np.int64))
         g.init(p + "/flat_shape", np.array([0, 0, -1], np.int64))
-        for nm in ("q", "k"):
+        for nm in ("q", "k") if not cfg.qk_norm_fused else ():
             src = q if nm == "q" else k
             r = g.node("Reshape", [src, p + "/heads_shape"], [f"{p}/{nm}_norm/Reshape/out"],
                        f"{p}/{nm}_norm/Reshape")
@@ -221,9 +226,12 @@ def _attention(g: _Graph, i: int, x: str, seqlens: str, total: str) -> str:
     if cfg.windowed(i):
         attrs["sliding_window_cache"] = 1
     outs = [p + "/GroupQueryAttention/out", f"present.{i}.key", f"present.{i}.value"]
-    g.node("GroupQueryAttention", qkv + [f"past_key_values.{i}.key", f"past_key_values.{i}.value",
-                                         seqlens, total, "cos_cache", "sin_cache"],
-           outs, p + "/GroupQueryAttention", MS, **attrs)
+    ins = qkv + [f"past_key_values.{i}.key", f"past_key_values.{i}.value", seqlens, total,
+                 "cos_cache", "sin_cache"]
+    if cfg.qk_norm and cfg.qk_norm_fused:
+        ins += ["", "", "", "", ""] + norms
+        attrs["qk_norm_epsilon"] = cfg.epsilon
+    g.node("GroupQueryAttention", ins, outs, p + "/GroupQueryAttention", MS, **attrs)
     return g.matmul_nbits(p + "/o_proj/MatMul", outs[0], d, nq * h)
 
 

@@ -39,10 +39,13 @@
  * the op evicts inside: see the section on it below. Present then always has C rows, so every
  * call shares one compiled variant.
  *
+ * q_norm_weight and k_norm_weight (inputs 14, 15; ORT's CUDA graph fusion folds Qwen3's
+ * Reshape, SimplifiedLayerNormalization, Reshape into them) apply a per-head RMS norm to the new
+ * q and k before the rotary. ORT's CPU kernel has none: the tests' reference is the unfused
+ * graph.
+ *
  * Declined with reasons: causal 0, qk_output, quantized caches (k/v quant types,
- * kv_cache_bit_width, non-float cache), the inputs k_scale/v_scale, and the q/k norm weights
- * (the operator's spec has only the CUDA and WebGPU providers honour them and every other one
- * reject them; exporters spell Qwen3's q/k norm as SimplifiedLayerNormalization nodes).
+ * kv_cache_bit_width, non-float cache) and the inputs k_scale/v_scale.
  */
 #include "ops/families.h"
 #include "ops/llm.h"
@@ -63,7 +66,8 @@ static const struct {
   int index;
   const char *name;
 } unsupported_inputs[] = {
-    {12, "k_scale"}, {13, "v_scale"}, {14, "q_norm_weight"}, {15, "k_norm_weight"},
+    {12, "k_scale"},
+    {13, "v_scale"},
 };
 
 static bool claim_attrs(const ir_node *n, op_why why) {
@@ -108,6 +112,8 @@ static bool claim_gqa(const ir_graph *g, const ir_node *n, const op_row *r, op_w
     return op_decline(why, "GroupQueryAttention needs key and value both, or neither (packed)");
   if (ir_has_input(n, 3) != ir_has_input(n, 4))
     return op_decline(why, "GroupQueryAttention needs past_key and past_value both, or neither");
+  if (ir_has_input(n, 14) != ir_has_input(n, 15))
+    return op_decline(why, "GroupQueryAttention needs q_norm_weight and k_norm_weight both");
   if (ir_has_input(n, 7) != ir_has_input(n, 8))
     return op_decline(why, "GroupQueryAttention needs cos_cache and sin_cache both");
   if (ir_attr_int(n, "sliding_window_cache", 0) && !ir_has_input(n, 3))
@@ -125,9 +131,9 @@ static bool claim_gqa(const ir_graph *g, const ir_node *n, const op_row *r, op_w
   int prank = rank_of(ir_input(g, n, 9));
   if (prank > 0 && prank != 2)
     return op_decline(why, "GroupQueryAttention position_ids of rank %d (2 expected)", prank);
-  for (int i = 1; i <= 11; i++) {
+  for (int i = 1; i <= 15; i++) {
     const ir_value *v = ir_input(g, n, i);
-    if (i == 5 || i == 6 || i == 9 || !v || !q) continue;
+    if (i == 5 || i == 6 || i == 9 || i == 12 || i == 13 || !v || !q) continue;
     if (v->elem_type != q->elem_type)
       return op_decline(why, "GroupQueryAttention input %d has element type %s, unlike query's "
                              "%s (quantized caches are not supported)", i,
@@ -421,6 +427,22 @@ static int rotary_positions(tr_ctx *t, const gqa_lengths *L, mx_array *out) {
   return mx_where(t->mx, out, prompt, first, pos);
 }
 
+/* Qwen3's per-head RMS norm of q or k ([B, S, N, H]) by weight [H], before the rotary: in
+ * float32, rounded to the input's type as the SimplifiedLayerNormalization nodes exporters
+ * otherwise write would round it. */
+static int head_norm(tr_ctx *t, mx_array weight, float eps, int head, mx_array *x) {
+  if ((int)mx_size(weight) != head)
+    return tr_fail(t, "q_norm_weight and k_norm_weight must hold head_size (%d) values", head);
+  mx_dtype type = mx_dtype_of(*x);
+  mx_array y = *x;
+  int flat = head;
+  TR_TRY(mx_reshape(t->mx, &weight, weight, &flat, 1));
+  TR_TRY(to_f32(t, &y));
+  TR_TRY(to_f32(t, &weight));
+  TR_TRY(mx_rms_norm(t->mx, &y, y, weight, eps));
+  return mx_astype(t->mx, x, y, type);
+}
+
 /* Rotary on the new q and k ([B, S, N, H] float32). */
 static int rotate_new(tr_ctx *t, const ir_node *n, const gqa_lengths *L, mx_array *q,
                       mx_array *k) {
@@ -516,6 +538,11 @@ static int translate_gqa(tr_ctx *t, const ir_node *n, const op_row *r) {
   TR_TRY(heads_of(t, q, nq, head, &q));
   TR_TRY(heads_of(t, k, nkv, head, &k));
   TR_TRY(heads_of(t, v, nkv, head, &v));
+  if (tr_in(t, 14)) {
+    float eps = ir_attr_float(n, "qk_norm_epsilon", 1e-6f);
+    TR_TRY(head_norm(t, tr_in(t, 14), eps, head, &q));
+    TR_TRY(head_norm(t, tr_in(t, 15), eps, head, &k));
+  }
   if (ir_attr_int(n, "do_rotary", 0)) {
     TR_TRY(to_f32(t, &q));
     TR_TRY(to_f32(t, &k));
@@ -567,11 +594,11 @@ const op_row ops_llm_attention_rows[] = {
      "past/present BNSH, growing or shared buffer, batch entries of their own lengths "
      "(seqlens_k); separate or packed QKV, in-op rotary (position_ids); local_window_size, "
      "attention_bias: masked MLX sdpa in float32; softcap, smooth_softmax, head_sink: composed "
-     "float32 softmax; sliding_window_cache: window-sized caches evicted in the op; quantized "
-     "caches and q/k norm inputs declined; keyed on total_sequence_length by class: "
-     "shared-buffer and windowed decode steps share one trace where the group's inputs keep "
-     "their shapes (a group fed the growing attention_mask traces per step), a growing past "
-     "traces once per length",
+     "float32 softmax; sliding_window_cache: window-sized caches evicted in the op; q/k norm "
+     "weights (per-head RMS norm); quantized caches declined; keyed on total_sequence_length "
+     "by class: shared-buffer and windowed decode steps share one trace where the group's "
+     "inputs keep their shapes (a group fed the growing attention_mask traces per step), a "
+     "growing past traces once per length",
      NULL, NULL, 1u << 6, key_class_gqa},
     OP_ROWS_END,
 };

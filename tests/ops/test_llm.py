@@ -379,7 +379,6 @@ def test_gqa_declines():
     cases = [
         (dict(causal=0), "causal 0"),
         (dict(qk_output=1), "qk_output 1"),
-        (dict(extra_inputs=[(14, ("qn", [32])), (15, ("kn", [32]))]), "q_norm_weight"),
     ]
     for kw, words in cases:
         model, _ = gqa_model(s=1, past=3, **kw)

@@ -15,6 +15,8 @@ rounded to float16 on both sides, but ORT's kernels and MLX's round at different
 GroupQueryAttention may multiply in float16): measured at most 1e-2 (2.5 units in the last
 place of logits near 4); 3e-2 leaves a margin of 3, still under the 0.4-4.6 a missing window or
 softcap moves them."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -94,6 +96,13 @@ def test_decoder_gemma2_window_sized_caches(shared):
     decode_against_cpu("gemma2", shared, window_cache=6, prompt_lengths=[6, 6])
 
 
+def test_decoder_qwen3_norm_folded_into_the_op():
+    """Qwen3 with its q/k norm weights given to GroupQueryAttention (inputs 14, 15, as ORT's CUDA
+    graph fusion leaves it) on MLX, against the unfused graph on ORT's CPU provider (whose kernel
+    has no q/k norm): the same weights, the same answers."""
+    decode_against_cpu("qwen3", True, mine_overrides=dict(qk_norm_fused=True))
+
+
 def test_decoder_as_written_tied_table_computed():
     """ORT's optimisations off: Qwen2's embedding table stays the Reshape of the lm_head's int4
     weight, computed in the group (not folded into a constant)."""
@@ -101,15 +110,16 @@ def test_decoder_as_written_tied_table_computed():
 
 
 def decode_against_cpu(family, shared, optimize=True, dtype="float32", lengths_inputs=False,
-                       window_cache=0, prompt_lengths=PROMPT_LENGTHS):
+                       window_cache=0, prompt_lengths=PROMPT_LENGTHS, mine_overrides=None):
     """Runs the prefill and decode steps on both providers, comparing each step; returns the
-    group's run record."""
+    group's run record. mine_overrides: config fields only the MLX side's model takes."""
     cfg = D.config(family, dtype=dtype, lengths_inputs=lengths_inputs, window_cache=window_cache)
     atol = ATOL[dtype]
-    model = D.build(cfg)
+    ref_model = D.build(cfg)
+    model = D.build(dataclasses.replace(cfg, **mine_overrides)) if mine_overrides else ref_model
     # CPU fallback disabled: a node left to ORT fails the session
     rec = Recorded(model, optimize=optimize)
-    ref = cpu_session(D.with_accuracy_level(model, 0))
+    ref = cpu_session(D.with_accuracy_level(ref_model, 0))
     mine = D.DecoderRun(rec.session, cfg, 2, shared, CAPACITY)
     theirs = D.DecoderRun(ref, cfg, 2, shared, CAPACITY)
     prompt = np.random.default_rng(1).integers(0, cfg.vocab, (2, max(prompt_lengths)))

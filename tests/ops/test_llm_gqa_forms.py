@@ -175,7 +175,6 @@ def test_gqa_form_declines():
     cases = [
         (dict(local_window_size=0), "local_window_size 0"),
         (dict(softcap=-1.0), "softcap -1"),
-        (dict(extra_inputs=[(14, ("qn", [HD])), (15, ("kn", [HD]))]), "q_norm_weight"),
         (dict(k_quant_type="PER_TENSOR", v_quant_type="PER_TENSOR", kv_cache_bit_width=8),
          "quantized KV cache"),
     ]
@@ -248,3 +247,84 @@ def test_gqa_sliding_window_cache_declines():
         model, _ = gqa_model(s=2, past=4, **kw)
         reason = declines(model).get("gqa", "")
         assert words in reason, (kw, reason)
+
+
+# --- q_norm_weight, k_norm_weight: Qwen3's per-head RMS norm, folded into the op ------------
+def qk_norm_models(s, past, packed, dtype, batch=1, eps=1e-6):
+    """(the op with inputs 14 and 15, the unfused graph exporters write: [Split], Reshape,
+    SimplifiedLayerNormalization over the head, Reshape, then the op; ORT's CPU kernel has no
+    q/k norm, so the unfused graph on it is the reference), feeds."""
+    from mlx_harness import make_model
+    from ssm_harness import MS
+    r = np.random.default_rng(4)
+    qn = (1 + 0.2 * r.standard_normal(HD)).astype(NP[dtype])
+    kn = (1 + 0.2 * r.standard_normal(HD)).astype(NP[dtype])
+    ang = r.random((64, HD // 2)) * 6.0
+    inits = [("cos", np.cos(ang).astype(NP[dtype])), ("sin", np.sin(ang).astype(NP[dtype])),
+             ("qn", qn), ("kn", kn), ("heads", np.array([0, 0, -1, HD], np.int64)),
+             ("flat", np.array([0, 0, -1], np.int64))]
+    widths = [NQ * HD, NKV * HD, NKV * HD]
+    ins = [("q", dtype, [batch, s, sum(widths) if packed else widths[0]])]
+    feeds = {"q": r.standard_normal((batch, s, ins[0][2][2])).astype(NP[dtype]) * 3}
+    if not packed:
+        for nm, w in (("k", widths[1]), ("v", widths[2])):
+            ins.append((nm, dtype, [batch, s, w]))
+            feeds[nm] = r.standard_normal((batch, s, w)).astype(NP[dtype]) * 3
+    ins += [("past_key", dtype, [batch, NKV, past, HD]),
+            ("past_value", dtype, [batch, NKV, past, HD]),
+            ("seqlens_k", TP.INT32, [batch]), ("total_len", TP.INT32, [])]
+    feeds["past_key"] = r.standard_normal((batch, NKV, past, HD)).astype(NP[dtype])
+    feeds["past_value"] = r.standard_normal((batch, NKV, past, HD)).astype(NP[dtype])
+    feeds["seqlens_k"] = np.full([batch], past + s - 1, np.int32)
+    feeds["total_len"] = np.array(past + s, np.int32)
+    outs = [("out", dtype, None), ("present_key", dtype, None), ("present_value", dtype, None)]
+    attrs = dict(num_heads=NQ, kv_num_heads=NKV, do_rotary=1, qk_norm_epsilon=eps)
+    tail = ["past_key", "past_value", "seqlens_k", "total_len", "cos", "sin"]
+    qkv = ["q", "", ""] if packed else ["q", "k", "v"]
+    fused = make_model([helper.make_node(
+        "GroupQueryAttention", qkv + tail + ["", "", "", "", "", "qn", "kn"],
+        ["out", "present_key", "present_value"], name="gqa", domain="com.microsoft", **attrs)],
+        ins, outs, inits, opset=21, domains=MS)
+    nodes = []
+    if packed:
+        inits.append(("split", np.array(widths, np.int64)))
+        nodes.append(helper.make_node("Split", ["q", "split"], ["q0", "k0", "v0"], name="split",
+                                      axis=2))
+        src = {"q": "q0", "k": "k0", "v": "v0"}
+    else:
+        src = {"q": "q", "k": "k", "v": "v"}
+    for nm in ("q", "k"):
+        nodes += [helper.make_node("Reshape", [src[nm], "heads"], [nm + "_h"], name=nm + "_r"),
+                  helper.make_node("SimplifiedLayerNormalization", [nm + "_h", nm + "n"],
+                                   [nm + "_n"], name=nm + "_norm", axis=-1, epsilon=eps),
+                  helper.make_node("Reshape", [nm + "_n", "flat"], [nm + "_f"], name=nm + "_r2")]
+    attrs.pop("qk_norm_epsilon")
+    nodes.append(helper.make_node("GroupQueryAttention", ["q_f", "k_f", src["v"]] + tail,
+                                  ["out", "present_key", "present_value"], name="gqa",
+                                  domain="com.microsoft", **attrs))
+    unfused = make_model(nodes, ins, outs, inits, opset=21, domains=MS)
+    return fused, unfused, feeds
+
+
+@pytest.mark.parametrize("dtype", [F, H16])
+@pytest.mark.parametrize("packed", [False, True])
+@pytest.mark.parametrize("s,past", [(5, 0), (1, 7), (3, 12)])
+def test_gqa_qk_norm_weights(dtype, packed, s, past):
+    fused, unfused, feeds = qk_norm_models(s, past, packed, dtype)
+    got, placed = run_on_mlx(fused, feeds)
+    assert placed["gqa"] == "MLXExecutionProvider"
+    want = cpu_session(unfused).run(None, feeds)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.astype(np.float32), w.astype(np.float32), **gqa_tol(dtype))
+    # the norm matters: the op without it answers otherwise
+    node = fused.graph.node[0]
+    del node.input[14:]
+    plain, _ = run_on_mlx(fused, feeds)
+    assert np.abs(plain[0].astype(np.float32) - want[0].astype(np.float32)).max() > 0.05
+
+
+def test_gqa_qk_norm_declines_one_alone():
+    fused, _, _ = qk_norm_models(1, 3, False, F)
+    node = fused.graph.node[0]
+    node.input[15] = ""
+    assert "q_norm_weight and k_norm_weight both" in declines(fused).get("gqa", "")
