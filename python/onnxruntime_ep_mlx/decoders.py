@@ -17,6 +17,8 @@ GatherBlockQuantized of a Reshape of the lm_head's int4 weight. The families:
   (`qk_norm_fused=True`) as ORT's CUDA fusion leaves it: the weights as the op's inputs 14, 15;
 - llama: packed QKV, no bias;
 - phi: packed QKV, partial rotary (cos/sin caches narrower than head / 2);
+- gptoss: GPT-OSS's attention (qkv bias, a sink logit per head, a sliding window on alternating
+  layers) over a dense SwiGLU MLP (its mixture of experts is not generated);
 - gemma2: embeddings scaled by sqrt(hidden), four norms a layer, GELU (FastGelu), attention
   softcap and query scale, a sliding window on alternating layers (their caches full-length,
   or with `window_cache=C` window-sized ones the op evicts from: sliding_window_cache), final
@@ -60,6 +62,7 @@ class DecoderConfig:
     qkv_bias: bool = False
     qk_norm: bool = False
     qk_norm_fused: bool = False  # the norm weights as the op's inputs 14, 15 (ORT's CUDA fusion)
+    head_sinks: bool = False  # a learned sink logit per head (GroupQueryAttention's head_sink)
     tied_embeddings: bool = False
     gemma: bool = False  # embedding scale, four norms, GELU
     attn_softcap: float = 0.0
@@ -95,6 +98,7 @@ FAMILIES = {
     "qwen3": dict(qk_norm=True),
     "llama": dict(),
     "phi": dict(rotary_dim=16, head_dim=32),  # ORT wants rotary_dim / 2 a multiple of 8
+    "gptoss": dict(qkv_bias=True, head_sinks=True, sliding_window=4),
     "gemma2": dict(gemma=True, attn_softcap=2.0, final_softcap=3.0, query_scale=1 / math.sqrt(24),
                    sliding_window=4),
 }
@@ -228,8 +232,12 @@ def _attention(g: _Graph, i: int, x: str, seqlens: str, total: str) -> str:
     outs = [p + "/GroupQueryAttention/out", f"present.{i}.key", f"present.{i}.value"]
     ins = qkv + [f"past_key_values.{i}.key", f"past_key_values.{i}.value", seqlens, total,
                  "cos_cache", "sin_cache"]
+    if cfg.head_sinks or (cfg.qk_norm and cfg.qk_norm_fused):
+        ins += ["", ""]
+        ins.append(g.init(p + "/sinks", g.values(g.rng.standard_normal(nq)))
+                   if cfg.head_sinks else "")
     if cfg.qk_norm and cfg.qk_norm_fused:
-        ins += ["", "", "", "", ""] + norms
+        ins += ["", ""] + norms
         attrs["qk_norm_epsilon"] = cfg.epsilon
     g.node("GroupQueryAttention", ins, outs, p + "/GroupQueryAttention", MS, **attrs)
     return g.matmul_nbits(p + "/o_proj/MatMul", outs[0], d, nq * h)

@@ -1,6 +1,6 @@
 """Whole decoders in the exporters' forms (python/onnxruntime_ep_mlx/decoders.py: Qwen2 with qkv
 bias and a tied quantized embedding, Qwen3 with q/k norm, Llama, Phi with partial rotary, Gemma 2
-with softcaps and sliding windows): every node claimed (from the partition report), one MLX
+with softcaps and sliding windows, GPT-OSS's attention with sinks): every node claimed (from the partition report), one MLX
 group, a right-padded two-entry prefill and decode steps in both KV conventions, each step
 against ORT's CPU provider.
 
