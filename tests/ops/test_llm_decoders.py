@@ -1,8 +1,8 @@
 """Whole decoders in the exporters' forms (python/onnxruntime_ep_mlx/decoders.py: Qwen2 with qkv
 bias and a tied quantized embedding, Qwen3 with q/k norm, Llama, Phi with partial rotary, Gemma 2
-with softcaps and sliding windows, GPT-OSS's attention with sinks): every node claimed (from the partition report), one MLX
-group, a right-padded two-entry prefill and decode steps in both KV conventions, each step
-against ORT's CPU provider.
+with softcaps and sliding windows, GPT-OSS's attention with sinks): every node claimed (from the
+partition report), one MLX group, a right-padded two-entry prefill and decode steps in both KV
+conventions, each step against ORT's CPU provider.
 
 Tolerance: the reference runs the same model at MatMulNBits accuracy_level 0 (ORT's CPU kernel
 at the exported level 4 quantizes activations to int8, ~0.75% of max|y|; the EP always computes
