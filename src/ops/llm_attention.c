@@ -22,12 +22,13 @@
  * every step. total_sequence_length < S is refused when the variant is traced, not when a later
  * call of its class reuses it (nothing but P is read from it).
  *
- *
  * The score forms exported decoders use, as ORT 1.31.1's CPU kernel computes them: scores are
  * scale * q.k; softcap c > 0 turns them into c * tanh(score / c) (Gemma 2); attention_bias
  * [B|1, N|1, S, T] is added after it (columns indexed by absolute key position); a
  * local_window_size W >= 1 keeps, for query s, only the W keys up to its last one (keys
- * (last - W, last]: Mistral, Gemma 2/3, Qwen sliding layers); smooth_softmax and head_sink
+ * (last - W, last]: Mistral, Gemma 2/3, Qwen sliding layers; the padding rows of a right-padded
+ * prompt see the window over their entry's valid keys, where ORT's kernel reads score columns
+ * it never wrote); smooth_softmax and head_sink
  * (GPT-OSS) add one logit to each softmax's denominator (0, or the head's sink value: head_sink
  * alone turns it on, as in ORT). position_ids [B, S] replaces the rotary positions (on a first
  * prompt, S == total_sequence_length, ORT reads only position_ids[0, 0] and every entry counts
