@@ -406,7 +406,7 @@ static int additive_mask(tr_ctx *t, mx_array ok, mx_array bias, mx_array *out) {
 
 /* Rotary positions [B, S]: past_b + s, or position_ids. On a first prompt (S ==
  * total_sequence_length) ORT reads only position_ids[0, 0] and every entry counts up from it;
- * whether the call is one is decided in the graph (total is data the variant does not key). */
+ * whether the call is one is decided in the graph (a variant serves a class of totals). */
 static int rotary_positions(tr_ctx *t, const gqa_lengths *L, mx_array *out) {
   mx_array pos = tr_in(t, 9), r, first, total, len, prompt;
   int col[2] = {-1, 1}, b = mx_dim(L->past_b, 0);
