@@ -193,9 +193,9 @@ def resident(total, cap, window):
     return total - g * -(-(total - cap) // g)
 
 
-@pytest.mark.parametrize("cap,window", [(5, 3), (4, 4), (7, 2)])
+@pytest.mark.parametrize("cap,window,dtype", [(5, 3, F), (4, 4, F), (7, 2, F), (5, 3, H16)])
 @pytest.mark.parametrize("form", ["plain", "all_at_once"])
-def test_gqa_sliding_window_cache_steps(cap, window, form):
+def test_gqa_sliding_window_cache_steps(cap, window, dtype, form):
     """A prefill then steps of 1-3 tokens through one session, each entry's cache evicted inside
     the op: the output and the present rows in use ([0, L(T)), the rest unspecified) against
     ORT's CPU provider, each side feeding back its own cache; also two entries (a prompt, then
@@ -206,7 +206,7 @@ def test_gqa_sliding_window_cache_steps(cap, window, form):
         kw.update(local_window_size=window)
         extra = kw.pop("sink", False)
         kw.pop("bias", None), kw.pop("position_ids", None)
-        model, _ = gqa_model(s=steps[0], past=cap, nq=NQ, nkv=NKV, h=HD, packed=True,
+        model, _ = gqa_model(s=steps[0], past=cap, nq=NQ, nkv=NKV, h=HD, packed=True, dtype=dtype,
                              rotary=True, batch=batch, sliding_window_cache=1,
                              extra_inputs=[(11, ("head_sink", [NQ]))] if extra else (), **kw)
         model = symbolic(model, {"query": {1: "s"}})
@@ -214,27 +214,29 @@ def test_gqa_sliding_window_cache_steps(cap, window, form):
         mine, ref = mlx_session(model), cpu_session(model)
         r = np.random.default_rng(cap * 10 + window)
         lengths = np.full(batch, steps[0])
-        pk_m = pv_m = pk_r = pv_r = np.zeros((batch, NKV, cap, HD), np.float32)
+        pk_m = pv_m = pk_r = pv_r = np.zeros((batch, NKV, cap, HD), NP[dtype])
         done = np.zeros(batch, int)
         for n, s in enumerate(steps):
             new = lengths if n == 0 else np.full(batch, s)
             total = done + new
             feeds = {"query": r.standard_normal((batch, s, (NQ + 2 * NKV) * HD))
-                     .astype(np.float32),
+                     .astype(NP[dtype]),
                      "seqlens_k": (total - 1).astype(np.int32),
                      "total_len": np.array(total.max(), np.int32)}
             if extra:
-                feeds["head_sink"] = np.array([0.5, -1.0, 2.0, 0.0], np.float32)
+                feeds["head_sink"] = np.array([0.5, -1.0, 2.0, 0.0], NP[dtype])
             got = mine.run(None, {**feeds, "past_key": pk_m, "past_value": pv_m})
             want = ref.run(None, {**feeds, "past_key": pk_r, "past_value": pv_r})
             for b in range(batch):
                 rows = min(int(new[b]), s)
-                np.testing.assert_allclose(got[0][b, :rows], want[0][b, :rows], rtol=1e-4,
-                                           atol=1e-4, err_msg=f"step {n} entry {b}")
+                np.testing.assert_allclose(got[0][b, :rows].astype(np.float32),
+                                           want[0][b, :rows].astype(np.float32),
+                                           **gqa_tol(dtype), err_msg=f"step {n} entry {b}")
                 keep = resident(int(total[b]), cap, window)
                 for i in (1, 2):
-                    np.testing.assert_allclose(got[i][b, :, :keep], want[i][b, :, :keep],
-                                               rtol=1e-4, atol=1e-4,
+                    np.testing.assert_allclose(got[i][b, :, :keep].astype(np.float32),
+                                               want[i][b, :, :keep].astype(np.float32),
+                                               **gqa_tol(dtype),
                                                err_msg=f"step {n} entry {b} output {i}")
             pk_m, pv_m, pk_r, pv_r = got[1], got[2], want[1], want[2]
             done = total
