@@ -31,6 +31,8 @@ float16 (`dtype="float16"`) as the CUDA flavour does. The same model runs with e
 convention: a growing past (present = past + the new rows)
 or onnxruntime-genai's shared buffer (past and present of one capacity; `DecoderRun` feeds
 either). Weights are random but scaled so activations stay near unit size through the layers.
+The module needs the onnx package, which the wheel does not require: importing it is the
+caller's choice.
 """
 from __future__ import annotations
 
