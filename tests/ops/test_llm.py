@@ -375,11 +375,10 @@ def test_gqa_no_past_inputs_and_scale():
 
 
 def test_gqa_declines():
+    """What stays declined (the score forms are claimed: test_llm_gqa_forms.py)."""
     cases = [
-        (dict(local_window_size=4), "local_window_size 4"),
-        (dict(softcap=30.0), "softcap 30"),
-        (dict(smooth_softmax=1), "smooth_softmax"),
-        (dict(extra_inputs=[(10, ("bias", [1, 4, 1, 1]))]), "attention_bias"),
+        (dict(causal=0), "causal 0"),
+        (dict(qk_output=1), "qk_output 1"),
     ]
     for kw, words in cases:
         model, _ = gqa_model(s=1, past=3, **kw)
