@@ -6,7 +6,7 @@
 #   bash bench/gpu/device.sh stash        # copy this call's carried pieces (.whl/pN/) to /tmp/pieces
 #   bash bench/gpu/device.sh setup        # join the pieces, install into /tmp/site, build the plugin
 #   bash bench/gpu/device.sh coldstart    # first Run in fresh processes: empty kernel cache, then warm
-#   bash bench/gpu/device.sh bench        # ORT CPU EP vs ORT CUDA EP vs MLX EP, table + profile
+#   BENCH_COMMIT=<sha> bash bench/gpu/device.sh bench   # ORT CPU vs CUDA vs MLX EP, profile
 #   bash bench/gpu/device.sh variants     # models again, one switch changed each (FILTER=b8)
 #   bash bench/gpu/device.sh tests        # the test suite with the GPU as the default device
 #

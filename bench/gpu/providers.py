@@ -16,12 +16,14 @@ ONNXRUNTIME_EP_MLX_LIBRARY pointing at a plugin built against mlx-cuda, and CUDA
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -45,7 +47,7 @@ def quiet() -> ort.SessionOptions:
     return so
 
 
-def make_sessions(model, with_cpu=True):
+def make_sessions(model, record, with_cpu=True):
     s = {}
     if with_cpu:
         s["cpu"] = ort.InferenceSession(model, quiet(), providers=["CPUExecutionProvider"])
@@ -54,7 +56,7 @@ def make_sessions(model, with_cpu=True):
     if "CUDAExecutionProvider" not in cuda.get_providers():
         raise RuntimeError("ORT's CUDA provider did not load (onnxruntime-gpu, preload_dlls)")
     s["cuda"] = cuda
-    s["mlx"], rep = compare.mlx_session(model, {"device": "gpu", "verbose": "1"},
+    s["mlx"], rep = compare.mlx_session(model, {"device": "gpu", "stats_file": record},
                                         sess_options=quiet())
     return s, rep
 
@@ -108,7 +110,9 @@ def profile(sessions, feeds, name, folder):
 
 def bench_model(name, runs, warmup, profile_dir=None, with_cpu=True):
     model, feeds = GPU_CASES[name]()
-    sessions, rep = make_sessions(model, with_cpu)
+    fd, record = tempfile.mkstemp(suffix=".json", prefix="mlx-record-")
+    os.close(fd)
+    sessions, rep = make_sessions(model, record, with_cpu)
     on_mlx, total = compare.coverage(sessions["mlx"])
     for i in range(max(warmup, TRIAL_RUNS)):
         for prov, s in sessions.items():
@@ -135,8 +139,10 @@ def bench_model(name, runs, warmup, profile_dir=None, with_cpu=True):
             row["profile"] = profile(sessions, feeds, name, profile_dir)
         except Exception as e:  # the timings stand without it
             row["profile_error"] = str(e).splitlines()[0][:160]
-    holder = [sessions.pop("mlx")]
-    groups = compare.close_and_summarise(holder)
+    del sessions["mlx"]  # the EP writes its run record (stats_file) when the session ends
+    gc.collect()
+    groups = json.loads(Path(record).read_text() or "{}").get("groups", [])
+    os.unlink(record)
     paths = {}
     for g in groups:
         paths[g["path"]] = paths.get(g["path"], 0) + 1
@@ -160,8 +166,10 @@ def machine() -> str:
             cpu = line.split(":", 1)[1].strip()
             break
     import mlx.core as mx
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip() or "unknown"
+    # the device machine's copy of the tree may carry a stale .git: the caller says the commit
+    commit = os.environ.get("BENCH_COMMIT") or subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+        capture_output=True, text=True).stdout.strip() or "unknown"
     return (f"{gpu}; {cpu}, {os.cpu_count()} cores; Python {platform.python_version()}, "
             f"onnxruntime-gpu {ort.__version__}, mlx {mx.__version__}; commit {commit}")
 
