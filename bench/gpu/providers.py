@@ -115,9 +115,9 @@ def bench_model(name, runs, warmup, profile_dir=None, with_cpu=True):
     sessions, rep = make_sessions(model, record, with_cpu)
     on_mlx, total = compare.coverage(sessions["mlx"])
     for i in range(max(warmup, TRIAL_RUNS)):
-        for prov, s in sessions.items():
+        for prov in sessions:  # (no loop variable may keep a session alive past its del)
             if prov == "mlx" or i < warmup:
-                s.run(None, feeds)
+                sessions[prov].run(None, feeds)
     times = {p: [] for p in sessions}
     outs = {}
     order = list(sessions)
