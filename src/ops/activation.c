@@ -17,7 +17,7 @@
 #include "cpu/fastmath.h"
 #include "cpu/chain.h"
 #include "cpu/math.h"
-#include "cpu/patterns.h"
+#include "ops/fusion_match.h"
 #include "plan/translate.h"
 
 #include <math.h>

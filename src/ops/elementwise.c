@@ -15,7 +15,7 @@
  */
 #include "ops/families.h"
 #include "cpu/math.h"
-#include "cpu/patterns.h"
+#include "ops/fusion_match.h"
 #include "ops/lowbit.h"
 #include "plan/translate.h"
 

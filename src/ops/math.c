@@ -9,7 +9,7 @@
  */
 #include "cpu/attention.h"
 #include "ops/families.h"
-#include "cpu/patterns.h"
+#include "ops/fusion_match.h"
 #include "cpu/matmul.h"
 #include "plan/translate.h"
 

@@ -16,7 +16,7 @@
  */
 #include "ops/families.h"
 #include "cpu/math.h"
-#include "cpu/patterns.h"
+#include "ops/fusion_match.h"
 #include "plan/translate.h"
 
 #include <math.h>

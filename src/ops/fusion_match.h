@@ -7,8 +7,8 @@
  * nothing else, so the last node may compute its output from the chain's input directly; the
  * inner nodes are still translated, but MLX never evaluates what no output needs.
  */
-#ifndef CPU_PATTERNS_H
-#define CPU_PATTERNS_H
+#ifndef OPS_FUSION_MATCH_H
+#define OPS_FUSION_MATCH_H
 
 #include "cpu/chain.h"
 #include "plan/translate.h"

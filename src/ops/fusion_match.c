@@ -9,7 +9,7 @@
  * value must be read only inside the chain and not be an output, and every constant must hold
  * one element whose rank does not widen the result.
  */
-#include "cpu/patterns.h"
+#include "ops/fusion_match.h"
 
 #include <float.h>
 #include <math.h>
