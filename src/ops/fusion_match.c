@@ -1,194 +1,220 @@
 /*
- * Recognises the node chains host kernels replace whole: Gelu spelled in five nodes (Div, Erf,
- * Add, Mul, Mul, as exported from frameworks that predate ONNX's Gelu), Swish as x * Sigmoid(x),
- * layer normalisation spelled in nine nodes (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div,
- * Mul, Add, as paddle2onnx and older exporters write it), a Softmax whose input was
- * scaled by a constant and had a mask added (attention), both for math.c, and chains of
- * elementwise steps with constants (HardSwish's four-node spelling among them) for
- * chain.c. Matching walks back from the chain's last node through producers; every inner
- * value must be read only inside the chain and not be an output, and every constant must hold
- * one element whose rank does not widen the result.
+ * Recognises, at plan build, the node chains one kernel replaces whole (the fusion table,
+ * ops/fusions.c): Gelu spelled in five nodes (Div, Erf, Add, Mul, Mul, as exported from
+ * frameworks that predate ONNX's Gelu), Swish as x * Sigmoid(x), layer normalisation spelled in
+ * nine nodes (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add, as paddle2onnx and
+ * older exporters write it), a Softmax whose input was scaled by a constant and had a mask
+ * added, attention spelled in nodes, and chains of elementwise steps with constants (HardSwish's
+ * four-node spelling among them). Matching walks back from the chain's last node through
+ * producers; every inner value must be read only inside the chain and not be an output, and
+ * every constant must hold one element whose rank does not widen the result.
  */
 #include "ops/fusion_match.h"
+#include "plan/translate.h"
 
 #include <float.h>
 #include <math.h>
 #include <string.h>
 
 /* Value v's producer when it is an ONNX-domain node of type op, else NULL. */
-static const ir_node *producer(const tr_ctx *t, int v, const char *op) {
-  if (v == IR_NONE || t->g->values[v].producer == IR_NONE) return NULL;
-  const ir_node *p = &t->g->nodes[t->g->values[v].producer];
+static const ir_node *producer(const ir_graph *g, int v, const char *op) {
+  if (v == IR_NONE || g->values[v].producer == IR_NONE) return NULL;
+  const ir_node *p = &g->nodes[g->values[v].producer];
   return strcmp(p->op_type, op) == 0 && p->domain[0] == 0 ? p : NULL;
 }
 
 /* A value only the chain reads: a matched chain may skip computing it. */
-static bool inner(const tr_ctx *t, int v) {
-  return v != IR_NONE && t->g->values[v].readers == 1 && !t->g->values[v].is_graph_output;
+static bool inner(const ir_graph *g, int v) {
+  return v != IR_NONE && g->values[v].readers == 1 && !g->values[v].is_graph_output;
+}
+
+enum { ANY_RANK = MX_MAX_RANK };
+
+/* The rank the snapshot knows for value v, or ANY_RANK when it does not (the build then checks
+ * the constants' rank against the live one). */
+static int known_rank(const fz_graph *f, int v) {
+  int rank = f->g->values[v].rank;
+  return rank >= 0 ? rank : ANY_RANK;
+}
+
+static mx_array constant(const fz_graph *f, int v) {
+  return v != IR_NONE && f->consts ? f->consts[v] : NULL;
 }
 
 /* Value v is a one-element float constant of rank <= max_rank; its value in *out. A float32
- * one (the usual case) is read where it lies: matching runs on every eager translation, and
- * tr_scalar_value would build a cast and a handle for each look. */
-static bool constant_scalar(tr_ctx *t, int v, int max_rank, double *out) {
-  mx_array c = v != IR_NONE && t->const_values ? t->const_values[v] : NULL;
+ * one (the usual case) is read where it lies, without a cast. */
+static bool constant_scalar(const fz_graph *f, int v, int max_rank, double *out) {
+  mx_array c = constant(f, v);
   if (!c || mx_size(c) != 1 || mx_ndim(c) > max_rank || !mx_dtype_is_float(mx_dtype_of(c)))
     return false;
   const void *data;
-  if (mx_dtype_of(c) == MX_FLOAT32 && mx_host_data(t->mx, c, &data) == MX_OK) {
+  if (mx_dtype_of(c) == MX_FLOAT32 && mx_host_data(f->mx, c, &data) == MX_OK) {
     *out = *(const float *)data;
     return true;
   }
-  return tr_scalar_value(t->mx, c, out) == MX_OK;
+  return tr_scalar_value(f->mx, c, out) == MX_OK;
 }
 
-static bool constant_near(tr_ctx *t, int v, int max_rank, double want) {
+static bool constant_near(const fz_graph *f, int v, int max_rank, double want) {
   double got;
-  return constant_scalar(t, v, max_rank, &got) && fabs(got - want) <= 1e-6 * fabs(want);
+  return constant_scalar(f, v, max_rank, &got) && fabs(got - want) <= 1e-6 * fabs(want);
 }
 
-/* a is 1 + erf(x / sqrt 2), a chain of inner values. */
-static bool one_plus_erf_of(tr_ctx *t, int a, int x, int rank) {
-  const ir_node *add = producer(t, a, "Add");
-  if (!add || !inner(t, a)) return false;
+/* The wider of *rank and constant v's rank, into *rank. */
+static void widen_rank(const fz_graph *f, int v, int *rank) {
+  int r = mx_ndim(constant(f, v));
+  if (r > *rank) *rank = r;
+}
+
+/* a is 1 + erf(x / sqrt 2), a chain of inner values: the Erf's node index, or IR_NONE. */
+static int one_plus_erf_of(const fz_graph *f, int a, int x, int rank, int *const_rank) {
+  const ir_graph *g = f->g;
+  const ir_node *add = producer(g, a, "Add");
+  if (!add || !inner(g, a)) return IR_NONE;
   for (int i = 0; i < 2; i++) {
     int e = add->inputs[i];
-    const ir_node *erf = producer(t, e, "Erf");
-    if (!erf || !inner(t, e) || !constant_near(t, add->inputs[1 - i], rank, 1.0)) continue;
-    int d = erf->inputs[0];
-    if (!inner(t, d)) return false;
-    const ir_node *div = producer(t, d, "Div"), *mul = producer(t, d, "Mul");
-    if (div) return div->inputs[0] == x && constant_near(t, div->inputs[1], rank, M_SQRT2);
+    const ir_node *erf = producer(g, e, "Erf");
+    if (!erf || !inner(g, e) || !constant_near(f, add->inputs[1 - i], rank, 1.0)) continue;
+    int d = erf->inputs[0], erf_node = g->values[e].producer;
+    widen_rank(f, add->inputs[1 - i], const_rank);
+    if (!inner(g, d)) return IR_NONE;
+    const ir_node *div = producer(g, d, "Div"), *mul = producer(g, d, "Mul");
+    if (div) {
+      if (div->inputs[0] != x || !constant_near(f, div->inputs[1], rank, M_SQRT2)) return IR_NONE;
+      widen_rank(f, div->inputs[1], const_rank);
+      return erf_node;
+    }
     if (mul)
       for (int j = 0; j < 2; j++)
-        if (mul->inputs[j] == x && constant_near(t, mul->inputs[1 - j], rank, M_SQRT1_2))
-          return true;
-    return false;
-  }
-  return false;
-}
-
-int cpu_match_gelu_input(tr_ctx *t, const ir_node *n) {
-  /* the three factors: one of n's inputs is a Mul of two of them */
-  for (int e = 0; e < 2; e++) {
-    const ir_node *m = producer(t, n->inputs[e], "Mul");
-    if (!m || !inner(t, n->inputs[e])) continue;
-    int f[3] = {m->inputs[0], m->inputs[1], n->inputs[1 - e]};
-    for (int h = 0; h < 3; h++)
-      for (int k = 0; k < 3; k++) {
-        if (h == k) continue; /* before the read: f[3 - h - k] is f[3] when h == k == 0 */
-        int x = f[3 - h - k];
-        if (x == IR_NONE || !t->values[x]) continue;
-        int rank = mx_ndim(t->values[x]);
-        if (constant_near(t, f[h], rank, 0.5) && one_plus_erf_of(t, f[k], x, rank)) return x;
-      }
+        if (mul->inputs[j] == x && constant_near(f, mul->inputs[1 - j], rank, M_SQRT1_2)) {
+          widen_rank(f, mul->inputs[1 - j], const_rank);
+          return erf_node;
+        }
+    return IR_NONE;
   }
   return IR_NONE;
 }
 
-const ir_node *cpu_match_only_reader(const tr_ctx *t, int v) {
-  return inner(t, v) ? &t->g->nodes[t->g->values[v].first_readers[0]] : NULL;
+bool fz_match_gelu(const fz_graph *f, const ir_node *n, fz_gelu *m) {
+  const ir_graph *g = f->g;
+  /* the three factors: one of n's inputs is a Mul of two of them */
+  for (int e = 0; e < 2; e++) {
+    const ir_node *mul = producer(g, n->inputs[e], "Mul");
+    if (!mul || !inner(g, n->inputs[e])) continue;
+    int fs[3] = {mul->inputs[0], mul->inputs[1], n->inputs[1 - e]};
+    for (int h = 0; h < 3; h++)
+      for (int k = 0; k < 3; k++) {
+        if (h == k) continue; /* before the read: fs[3 - h - k] is fs[3] when h == k == 0 */
+        int x = fs[3 - h - k];
+        if (x == IR_NONE) continue;
+        int rank = known_rank(f, x), const_rank = 0, erf;
+        if (!constant_near(f, fs[h], rank, 0.5)) continue;
+        widen_rank(f, fs[h], &const_rank);
+        erf = one_plus_erf_of(f, fs[k], x, rank, &const_rank);
+        if (erf == IR_NONE) continue;
+        *m = (fz_gelu){x, erf, const_rank};
+        return true;
+      }
+  }
+  return false;
 }
 
-bool cpu_match_erf_in_gelu(tr_ctx *t, const ir_node *n) {
-  const ir_node *add = cpu_match_only_reader(t, n->outputs[0]);
-  const ir_node *mul = add ? cpu_match_only_reader(t, add->outputs[0]) : NULL;
-  if (!mul || strcmp(mul->op_type, "Mul") != 0) return false;
-  if (cpu_match_gelu_input(t, mul) != IR_NONE) return true; /* (1 + erf) * ... was the last Mul */
-  const ir_node *last = cpu_match_only_reader(t, mul->outputs[0]);
-  return last && strcmp(last->op_type, "Mul") == 0 && cpu_match_gelu_input(t, last) != IR_NONE;
+const ir_node *fz_only_reader(const ir_graph *g, int v) {
+  return inner(g, v) ? &g->nodes[g->values[v].first_readers[0]] : NULL;
 }
 
 /* Value v is x * beta (a Mul by a one-element float constant, either way round) that nothing
- * else reads: beta in *beta. */
-static bool scaled_by_constant(tr_ctx *t, int v, int x, double *beta) {
-  const ir_node *m = producer(t, v, "Mul");
-  if (!m || !inner(t, v)) return false;
+ * else reads: beta in *beta, its rank in *rank. */
+static bool scaled_by_constant(const fz_graph *f, int v, int x, double *beta, int *rank) {
+  const ir_node *m = producer(f->g, v, "Mul");
+  if (!m || !inner(f->g, v)) return false;
   /* a constant of higher rank than x would broadcast x to a larger shape */
-  int rank = t->values && t->values[x] ? mx_ndim(t->values[x]) : t->g->values[x].rank;
-  for (int i = 0; rank >= 0 && i < 2; i++)
-    if (m->inputs[i] == x && constant_scalar(t, m->inputs[1 - i], rank, beta)) return true;
+  for (int i = 0; i < 2; i++)
+    if (m->inputs[i] == x && constant_scalar(f, m->inputs[1 - i], known_rank(f, x), beta)) {
+      widen_rank(f, m->inputs[1 - i], rank);
+      return true;
+    }
   return false;
 }
 
-int cpu_match_swish_input(tr_ctx *t, const ir_node *n, float *beta) {
+bool fz_match_swish(const fz_graph *f, const ir_node *n, fz_swish *m) {
   for (int e = 0; e < 2; e++) {
-    const ir_node *s = producer(t, n->inputs[e], "Sigmoid");
-    int x = n->inputs[1 - e];
+    const ir_node *s = producer(f->g, n->inputs[e], "Sigmoid");
+    int x = n->inputs[1 - e], rank = 0;
     double b = 1.0;
-    if (s && inner(t, n->inputs[e]) &&
-        (s->inputs[0] == x || scaled_by_constant(t, s->inputs[0], x, &b))) {
-      *beta = (float)b;
-      return x;
+    if (s && x != IR_NONE && inner(f->g, n->inputs[e]) &&
+        (s->inputs[0] == x || scaled_by_constant(f, s->inputs[0], x, &b, &rank))) {
+      *m = (fz_swish){x, f->g->values[n->inputs[e]].producer, rank, (float)b};
+      return true;
     }
   }
-  return IR_NONE;
-}
-
-bool cpu_match_sigmoid_in_swish(tr_ctx *t, const ir_node *n) {
-  const ir_node *mul = cpu_match_only_reader(t, n->outputs[0]);
-  float beta;
-  return mul && strcmp(mul->op_type, "Mul") == 0 && mul->domain[0] == 0 &&
-         cpu_match_swish_input(t, mul, &beta) != IR_NONE;
+  return false;
 }
 
 /* Value v is ReduceMean(of) over the last axis with its dims kept (axes as the attribute or,
- * from opset 18, a constant input); of's value index, or IR_NONE. */
-static int last_axis_mean(tr_ctx *t, int v) {
-  const ir_node *m = producer(t, v, "ReduceMean");
-  if (!m || !inner(t, v) || ir_attr_int(m, "keepdims", 1) != 1 || !t->values[m->inputs[0]])
+ * from opset 18, a constant input); of's value index, or IR_NONE. A positive axis is the last
+ * only for one rank: when the snapshot does not know of's rank, *need_rank is set to it (and a
+ * need already set must agree). */
+static int last_axis_mean(const fz_graph *f, int v, int *need_rank) {
+  const ir_node *m = producer(f->g, v, "ReduceMean");
+  if (!m || !inner(f->g, v) || ir_attr_int(m, "keepdims", 1) != 1 || m->inputs[0] == IR_NONE)
     return IR_NONE;
   int64_t axis;
   const ir_attr *a = ir_find_attr(m, "axes");
-  mx_array c = m->n_inputs > 1 && m->inputs[1] != IR_NONE && t->const_values
-                   ? t->const_values[m->inputs[1]]
-                   : NULL;
+  mx_array c = m->n_inputs > 1 ? constant(f, m->inputs[1]) : NULL;
   const void *data;
   if (a && a->type == IR_ATTR_INTS && a->count == 1) {
     axis = a->ints[0];
   } else if (!a && c && mx_size(c) == 1 && mx_dtype_of(c) == MX_INT64 &&
-             mx_host_data(t->mx, c, &data) == MX_OK) {
+             mx_host_data(f->mx, c, &data) == MX_OK) {
     axis = *(const int64_t *)data;
   } else {
     return IR_NONE;
   }
-  int rank = mx_ndim(t->values[m->inputs[0]]);
-  return axis == -1 || axis == rank - 1 ? m->inputs[0] : IR_NONE;
+  if (axis == -1) return m->inputs[0];
+  int rank = f->g->values[m->inputs[0]].rank;
+  if (axis < 0 || axis >= MX_MAX_RANK || (rank >= 0 && axis != rank - 1)) return IR_NONE;
+  if (rank < 0) {
+    if (*need_rank >= 0 && *need_rank != axis + 1) return IR_NONE;
+    *need_rank = (int)axis + 1;
+  }
+  return m->inputs[0];
 }
 
 /* v is Pow(d, 2) or d * d, read only by the chain; d's reads: the square's and one more. */
-static bool square_of(tr_ctx *t, int v, int d, int d_reads) {
-  const ir_node *pow = producer(t, v, "Pow"), *mul = producer(t, v, "Mul");
-  if (!inner(t, v)) return false;
-  if (pow) return d_reads == 2 && pow->inputs[0] == d && constant_near(t, pow->inputs[1], 1, 2.0);
+static bool square_of(const fz_graph *f, int v, int d, int d_reads) {
+  const ir_node *pow = producer(f->g, v, "Pow"), *mul = producer(f->g, v, "Mul");
+  if (!inner(f->g, v)) return false;
+  if (pow) return d_reads == 2 && pow->inputs[0] == d && constant_near(f, pow->inputs[1], 1, 2.0);
   return d_reads == 3 && mul && mul->inputs[0] == d && mul->inputs[1] == d;
 }
 
-bool cpu_match_layer_norm_of(tr_ctx *t, const ir_node *n, cpu_match_layer_norm *ln) {
+bool fz_match_layer_norm(const fz_graph *f, const ir_node *n, fz_layer_norm *ln) {
+  const ir_graph *g = f->g;
   for (int e = 0; e < 2; e++) {
-    const ir_node *mul = producer(t, n->inputs[e], "Mul");
-    if (!mul || !inner(t, n->inputs[e])) continue;
-    for (int f = 0; f < 2; f++) {
-      const ir_node *div = producer(t, mul->inputs[f], "Div");
-      if (!div || !inner(t, mul->inputs[f])) continue;
+    const ir_node *mul = producer(g, n->inputs[e], "Mul");
+    if (!mul || !inner(g, n->inputs[e])) continue;
+    for (int k = 0; k < 2; k++) {
+      const ir_node *div = producer(g, mul->inputs[k], "Div");
+      if (!div || !inner(g, mul->inputs[k])) continue;
       int d = div->inputs[0];
-      const ir_node *sub = producer(t, d, "Sub"), *sqrt = producer(t, div->inputs[1], "Sqrt");
+      const ir_node *sub = producer(g, d, "Sub"), *sqrt = producer(g, div->inputs[1], "Sqrt");
       /* d = x - mean is read by the square (once as Pow's base, twice as d * d) and the Div */
-      int reads = t->g->values[d].readers;
-      if (!sub || !sqrt || !inner(t, div->inputs[1]) || reads < 2 || reads > 3 ||
-          t->g->values[d].is_graph_output)
+      int reads = d != IR_NONE ? g->values[d].readers : 0, need_rank = -1;
+      if (!sub || !sqrt || !inner(g, div->inputs[1]) || reads < 2 || reads > 3 ||
+          g->values[d].is_graph_output)
         continue;
       int x = sub->inputs[0];
-      if (last_axis_mean(t, sub->inputs[1]) != x) continue;
-      const ir_node *add = producer(t, sqrt->inputs[0], "Add");
-      if (!add || !inner(t, sqrt->inputs[0])) continue;
-      for (int g = 0; g < 2; g++) {
+      if (x == IR_NONE || last_axis_mean(f, sub->inputs[1], &need_rank) != x) continue;
+      const ir_node *add = producer(g, sqrt->inputs[0], "Add");
+      if (!add || !inner(g, sqrt->inputs[0])) continue;
+      for (int h = 0; h < 2; h++) {
         double eps;
-        int var = add->inputs[g];
-        if (!constant_scalar(t, add->inputs[1 - g], 1, &eps)) continue;
-        int sq = last_axis_mean(t, var);
-        if (sq == IR_NONE || !square_of(t, sq, d, reads)) continue;
-        *ln = (cpu_match_layer_norm){x, mul->inputs[1 - f], n->inputs[1 - e], (float)eps};
+        int var = add->inputs[h], need = need_rank;
+        if (!constant_scalar(f, add->inputs[1 - h], 1, &eps)) continue;
+        int sq = last_axis_mean(f, var, &need);
+        if (sq == IR_NONE || !square_of(f, sq, d, reads)) continue;
+        *ln = (fz_layer_norm){x, mul->inputs[1 - k], n->inputs[1 - e], need, (float)eps};
         return true;
       }
     }
@@ -196,20 +222,39 @@ bool cpu_match_layer_norm_of(tr_ctx *t, const ir_node *n, cpu_match_layer_norm *
   return false;
 }
 
-static bool same_shape(mx_array a, mx_array b) {
-  if (!a || !b || mx_ndim(a) != mx_ndim(b)) return false;
-  for (int i = 0; i < mx_ndim(a); i++)
-    if (mx_shape(a)[i] != mx_shape(b)[i]) return false;
-  return true;
+bool fz_match_sum(const fz_graph *f, int v, int *a, int *b) {
+  const ir_node *add = producer(f->g, v, "Add");
+  if (!add || !inner(f->g, v) || add->n_inputs != 2) return false;
+  *a = add->inputs[0], *b = add->inputs[1];
+  return *a != IR_NONE && *b != IR_NONE;
 }
 
-bool cpu_match_sum_of(tr_ctx *t, int v, int *a, int *b) {
-  const ir_node *add = producer(t, v, "Add");
-  if (!add || !inner(t, v) || !t->values[v]) return false;
-  *a = add->inputs[0], *b = add->inputs[1];
-  mx_array x = t->values[*a], y = t->values[*b];
-  return x && y && mx_dtype_of(x) == MX_FLOAT32 && mx_dtype_of(y) == MX_FLOAT32 &&
-         same_shape(x, t->values[v]) && same_shape(y, t->values[v]);
+/* What scaling value v undoes: a Mul by a one-element constant (either operand) or a Div by one,
+ * read only there. */
+static void scaled_of(const fz_graph *f, int v, fz_scaled *s) {
+  *s = (fz_scaled){0};
+  const ir_node *mul = producer(f->g, v, "Mul"), *div = producer(f->g, v, "Div");
+  if ((!mul && !div) || !inner(f->g, v)) return;
+  const ir_node *p = mul ? mul : div;
+  s->div = div != NULL;
+  for (int i = 0; i < (mul ? 2 : 1); i++) {
+    double c;
+    if (p->inputs[i] == IR_NONE || !constant_scalar(f, p->inputs[1 - i], ANY_RANK, &c) ||
+        (div && c == 0.0))
+      continue;
+    s->base[s->n] = p->inputs[i], s->c[s->n] = c;
+    s->rank[s->n++] = mx_ndim(constant(f, p->inputs[1 - i]));
+  }
+}
+
+void fz_match_softmax(const fz_graph *f, const ir_node *softmax, fz_softmax *m) {
+  *m = (fz_softmax){softmax->inputs[0], {IR_NONE, IR_NONE}};
+  const ir_node *add = producer(f->g, m->input, "Add");
+  if (add && inner(f->g, m->input) && add->n_inputs == 2)
+    m->add[0] = add->inputs[0], m->add[1] = add->inputs[1];
+  scaled_of(f, m->input, &m->scaled[0]);
+  for (int i = 0; i < 2; i++)
+    if (m->add[i] != IR_NONE) scaled_of(f, m->add[i], &m->scaled[1 + i]);
 }
 
 /* mask may be added to scores: float32, its axes aligned with scores' trailing ones, each 1 or
@@ -226,44 +271,59 @@ static bool mask_fits(mx_array mask, mx_array scores) {
   return true;
 }
 
-void cpu_match_softmax_input_of(tr_ctx *t, const ir_node *softmax, cpu_match_softmax_input *in) {
-  *in = (cpu_match_softmax_input){softmax->inputs[0], IR_NONE, 1.0f};
-  const ir_node *add = producer(t, in->scores, "Add");
-  if (add && inner(t, in->scores))
-    for (int i = 0; i < 2; i++) {
-      mx_array s = t->values[add->inputs[i]], m = t->values[add->inputs[1 - i]];
-      if (s && mx_dtype_of(s) == MX_FLOAT32 && mask_fits(m, s)) {
-        in->scores = add->inputs[i], in->mask = add->inputs[1 - i];
-        break;
-      }
+void fz_softmax_input_live(const fz_softmax *m, const mx_array *values, fz_softmax_input *in) {
+  *in = (fz_softmax_input){m->input, IR_NONE, 1.0f};
+  const fz_scaled *s = &m->scaled[0];
+  for (int i = 0; m->add[0] != IR_NONE && i < 2; i++) {
+    mx_array sc = values[m->add[i]], mask = values[m->add[1 - i]];
+    if (sc && mx_dtype_of(sc) == MX_FLOAT32 && mask_fits(mask, sc)) {
+      in->scores = m->add[i], in->mask = m->add[1 - i];
+      s = &m->scaled[1 + i];
+      break;
     }
-  const ir_node *mul = producer(t, in->scores, "Mul"), *div = producer(t, in->scores, "Div");
-  if ((!mul && !div) || !inner(t, in->scores)) return;
-  const ir_node *p = mul ? mul : div;
-  for (int i = 0; i < (mul ? 2 : 1); i++) {
-    mx_array s = t->values[p->inputs[i]];
-    double c;
-    if (!s || mx_dtype_of(s) != MX_FLOAT32 ||
-        !constant_scalar(t, p->inputs[1 - i], mx_ndim(s), &c) || (div && c == 0.0))
-      continue;
-    in->scores = p->inputs[i], in->scale = (float)(mul ? c : 1.0 / c);
+  }
+  if (in->scores == m->input && m->add[0] != IR_NONE) return; /* an Add that is no mask */
+  for (int i = 0; i < s->n; i++) {
+    mx_array sc = values[s->base[i]];
+    if (!sc || mx_dtype_of(sc) != MX_FLOAT32 || s->rank[i] > mx_ndim(sc)) continue;
+    in->scores = s->base[i], in->scale = (float)(s->div ? 1.0 / s->c[i] : s->c[i]);
     return;
   }
 }
 
-bool cpu_match_attention_of(tr_ctx *t, const ir_node *n, cpu_match_attention *a) {
-  const ir_node *softmax = producer(t, n->inputs[0], "Softmax");
-  if (!softmax || !inner(t, n->inputs[0]) || !t->values[softmax->inputs[0]]) return false;
-  int rank = mx_ndim(t->values[softmax->inputs[0]]);
-  int64_t axis = ir_attr_int(softmax, "axis", softmax->since_version < 13 ? 1 : -1);
-  if (axis != -1 && axis != rank - 1) return false; /* coerced to 2-D, this is the last too */
-  cpu_match_softmax_input in;
-  cpu_match_softmax_input_of(t, softmax, &in);
-  const ir_node *mm = producer(t, in.scores, "MatMul");
-  if (!mm || !inner(t, in.scores) || !t->values[mm->inputs[0]] || !t->values[mm->inputs[1]])
+const ir_node *fz_attention_product(const ir_graph *g, int scores) {
+  const ir_node *mm = producer(g, scores, "MatMul");
+  return mm && inner(g, scores) && mm->n_inputs == 2 && mm->inputs[0] != IR_NONE &&
+                 mm->inputs[1] != IR_NONE
+             ? mm
+             : NULL;
+}
+
+bool fz_match_attention(const fz_graph *f, const ir_node *n, fz_attention *a) {
+  const ir_graph *g = f->g;
+  const ir_node *softmax = producer(g, n->inputs[0], "Softmax");
+  if (!softmax || !inner(g, n->inputs[0]) || softmax->inputs[0] == IR_NONE ||
+      n->inputs[1] == IR_NONE)
     return false;
-  *a = (cpu_match_attention){mm->inputs[0], mm->inputs[1], n->inputs[1], in.mask, in.scale};
-  return true;
+  int rank = g->values[softmax->inputs[0]].rank;
+  int64_t axis = ir_attr_int(softmax, "axis", softmax->since_version < 13 ? 1 : -1);
+  a->need_rank = -1;
+  if (axis != -1) { /* coerced to 2-D, the last axis is the last too */
+    if (axis < 0 || axis >= MX_MAX_RANK || (rank >= 0 && axis != rank - 1)) return false;
+    if (rank < 0) a->need_rank = (int)axis + 1;
+  }
+  fz_match_softmax(f, softmax, &a->softmax);
+  a->v = n->inputs[1];
+  /* some candidate for the scores must be an inner MatMul's product */
+  const fz_softmax *s = &a->softmax;
+  int candidates[3] = {s->input, s->add[0], s->add[1]};
+  for (int c = 0; c < 3; c++) {
+    if (candidates[c] == IR_NONE) continue;
+    if (fz_attention_product(g, candidates[c])) return true;
+    for (int i = 0; i < s->scaled[c].n; i++)
+      if (fz_attention_product(g, s->scaled[c].base[i])) return true;
+  }
+  return false;
 }
 
 /* --- elementwise chains ------------------------------------------------------------------- */
@@ -272,35 +332,34 @@ bool cpu_match_attention_of(tr_ctx *t, const ir_node *n, cpu_match_attention *a)
  * last node of x * Clip(x + 3, 0, 6) / 6. *nodes: how many nodes the step spans; *shared: how
  * many of them read *in (2 for HardSwish's); *rank: the largest rank of its constants, which
  * must not exceed the chain input's (they would widen the result). Decided from the graph alone:
- * a later node's inputs have no arrays yet when an earlier one asks whether the chain goes on. */
-static bool step_at(tr_ctx *t, const ir_node *n, cpu_chain_step *step, int *in, int *nodes,
+ * the chain is found at plan build, before any array exists. */
+static bool step_at(const fz_graph *f, const ir_node *n, cpu_chain_step *step, int *in, int *nodes,
                     int *shared, int *rank) {
   static const struct { const char *op; cpu_chain_op direct, reversed;
   } binary[] = {
       {"Add", CPU_CHAIN_ADD, CPU_CHAIN_ADD},      {"Mul", CPU_CHAIN_MUL, CPU_CHAIN_MUL},
       {"Sub", CPU_CHAIN_SUB, CPU_CHAIN_SUB_FROM}, {"Div", CPU_CHAIN_DIV, CPU_CHAIN_DIV_INTO},
       {"Max", CPU_CHAIN_MAX, CPU_CHAIN_MAX},      {"Min", CPU_CHAIN_MIN, CPU_CHAIN_MIN}};
-  enum { ANY = MX_MAX_RANK };
   if (n->domain[0] != 0 || n->n_inputs < 1 || n->inputs[0] == IR_NONE) return false;
   *nodes = 1, *shared = 1, *rank = 0;
   double c, lo, hi;
   if (strcmp(n->op_type, "Div") == 0 && n->n_inputs == 2 &&
-      constant_near(t, n->inputs[1], ANY, 6.0)) { /* HardSwish: x * Clip(x + 3, 0, 6) / 6 */
-    const ir_node *mul = producer(t, n->inputs[0], "Mul");
-    for (int i = 0; mul && inner(t, n->inputs[0]) && i < 2; i++) {
+      constant_near(f, n->inputs[1], ANY_RANK, 6.0)) { /* HardSwish: x * Clip(x + 3, 0, 6) / 6 */
+    const ir_node *mul = producer(f->g, n->inputs[0], "Mul");
+    for (int i = 0; mul && inner(f->g, n->inputs[0]) && i < 2; i++) {
       int x = mul->inputs[i], k = mul->inputs[1 - i];
-      const ir_node *clip = producer(t, k, "Clip");
-      if (!clip || !inner(t, k) || clip->n_inputs != 3 || clip->since_version < 11 ||
-          !constant_near(t, clip->inputs[2], 1, 6.0) ||
-          !constant_scalar(t, clip->inputs[1], 1, &lo) || lo != 0.0)
+      const ir_node *clip = producer(f->g, k, "Clip");
+      if (!clip || !inner(f->g, k) || clip->n_inputs != 3 || clip->since_version < 11 ||
+          !constant_near(f, clip->inputs[2], 1, 6.0) ||
+          !constant_scalar(f, clip->inputs[1], 1, &lo) || lo != 0.0)
         continue;
-      const ir_node *add = producer(t, clip->inputs[0], "Add");
-      if (!add || !inner(t, clip->inputs[0])) continue;
+      const ir_node *add = producer(f->g, clip->inputs[0], "Add");
+      if (!add || !inner(f->g, clip->inputs[0])) continue;
       for (int j = 0; j < 2; j++)
-        if (add->inputs[j] == x && constant_near(t, add->inputs[1 - j], ANY, 3.0)) {
+        if (add->inputs[j] == x && constant_near(f, add->inputs[1 - j], ANY_RANK, 3.0)) {
           *step = (cpu_chain_step){CPU_CHAIN_HARDSWISH, 0, 0}, *in = x, *nodes = 4, *shared = 2;
-          *rank = mx_ndim(t->const_values[n->inputs[1]]);
-          int r = mx_ndim(t->const_values[add->inputs[1 - j]]);
+          *rank = mx_ndim(constant(f, n->inputs[1]));
+          int r = mx_ndim(constant(f, add->inputs[1 - j]));
           *rank = r > *rank ? r : *rank;
           return true;
         }
@@ -310,12 +369,12 @@ static bool step_at(tr_ctx *t, const ir_node *n, cpu_chain_step *step, int *in, 
     if (strcmp(n->op_type, binary[k].op) != 0 || n->n_inputs != 2) continue;
     for (int i = 0; i < 2; i++) {
       int v = n->inputs[i], other = n->inputs[1 - i];
-      if (v == IR_NONE || (t->const_values && t->const_values[v]) ||
-          !constant_scalar(t, other, ANY, &c))
+      if (v == IR_NONE || constant(f, v) ||
+          !constant_scalar(f, other, ANY_RANK, &c))
         continue;
       *step = (cpu_chain_step){i == 0 ? binary[k].direct : binary[k].reversed, (float)c, 0},
       *in = v;
-      *rank = mx_ndim(t->const_values[other]);
+      *rank = mx_ndim(constant(f, other));
       return true;
     }
     return false;
@@ -330,8 +389,8 @@ static bool step_at(tr_ctx *t, const ir_node *n, cpu_chain_step *step, int *in, 
     lo = -FLT_MAX, hi = FLT_MAX;
     if (n->since_version < 11) {
       lo = ir_attr_float(n, "min", -FLT_MAX), hi = ir_attr_float(n, "max", FLT_MAX);
-    } else if ((ir_has_input(n, 1) && !constant_scalar(t, n->inputs[1], 1, &lo)) ||
-               (ir_has_input(n, 2) && !constant_scalar(t, n->inputs[2], 1, &hi))) {
+    } else if ((ir_has_input(n, 1) && !constant_scalar(f, n->inputs[1], 1, &lo)) ||
+               (ir_has_input(n, 2) && !constant_scalar(f, n->inputs[2], 1, &hi))) {
       return false;
     }
     *step = (cpu_chain_step){CPU_CHAIN_CLIP, (float)lo, (float)hi}, *in = n->inputs[0];
@@ -341,41 +400,41 @@ static bool step_at(tr_ctx *t, const ir_node *n, cpu_chain_step *step, int *in, 
 }
 
 /* The readers of value v (the first cap of them, cap <= 2; the count of all). */
-static int readers_of(const tr_ctx *t, int v, const ir_node **out, int cap) {
+static int readers_of(const ir_graph *g, int v, const ir_node **out, int cap) {
   if (v == IR_NONE) return 0;
-  const ir_value *val = &t->g->values[v];
+  const ir_value *val = &g->values[v];
   for (int i = 0; i < cap && i < val->readers && i < 2; i++)
-    out[i] = &t->g->nodes[val->first_readers[i]];
+    out[i] = &g->nodes[val->first_readers[i]];
   return val->readers;
 }
 
 /* Whether value v goes on into a step that would take the chain further. */
-static bool continues(tr_ctx *t, int v) {
-  if (v == IR_NONE || t->g->values[v].is_graph_output) return false;
+static bool continues(const fz_graph *f, int v) {
+  if (v == IR_NONE || f->g->values[v].is_graph_output) return false;
   const ir_node *r[2], *last;
-  int count = readers_of(t, v, r, 2), in, nodes, shared, rank;
+  int count = readers_of(f->g, v, r, 2), in, nodes, shared, rank;
   cpu_chain_step step;
-  if (count == 1) return step_at(t, r[0], &step, &in, &nodes, &shared, &rank) && in == v;
+  if (count == 1) return step_at(f, r[0], &step, &in, &nodes, &shared, &rank) && in == v;
   if (count != 2) return false;
   /* HardSwish on v: its Add feeds a Clip, then a Mul, then a Div whose step starts at v */
   for (int i = 0; i < 2; i++) {
     if (strcmp(r[i]->op_type, "Add") != 0) continue;
     const ir_node *next[1];
-    if (readers_of(t, r[i]->outputs[0], next, 1) != 1) continue;     /* the Clip */
-    if (readers_of(t, next[0]->outputs[0], next, 1) != 1) continue; /* the Mul */
-    if (readers_of(t, next[0]->outputs[0], next, 1) != 1) continue; /* the Div */
+    if (readers_of(f->g, r[i]->outputs[0], next, 1) != 1) continue;     /* the Clip */
+    if (readers_of(f->g, next[0]->outputs[0], next, 1) != 1) continue; /* the Mul */
+    if (readers_of(f->g, next[0]->outputs[0], next, 1) != 1) continue; /* the Div */
     last = next[0];
-    if (step_at(t, last, &step, &in, &nodes, &shared, &rank) && step.op == CPU_CHAIN_HARDSWISH &&
+    if (step_at(f, last, &step, &in, &nodes, &shared, &rank) && step.op == CPU_CHAIN_HARDSWISH &&
         in == v)
       return true;
   }
   return false;
 }
 
-bool cpu_match_chain_ending_at(tr_ctx *t, const ir_node *n, cpu_match_chain *chain) {
+bool fz_match_chain(const fz_graph *f, const ir_node *n, fz_chain *chain) {
   int in, nodes, shared, rank, widest = 0;
   cpu_chain_step step, reversed[CPU_CHAIN_MAX_STEPS];
-  if (!step_at(t, n, &step, &in, &nodes, &shared, &rank) || continues(t, n->outputs[0]))
+  if (!step_at(f, n, &step, &in, &nodes, &shared, &rank) || continues(f, n->outputs[0]))
     return false;
   chain->n_steps = chain->n_nodes = 0;
   for (;;) {
@@ -383,17 +442,15 @@ bool cpu_match_chain_ending_at(tr_ctx *t, const ir_node *n, cpu_match_chain *cha
     chain->n_nodes += nodes;
     chain->input = in;
     widest = rank > widest ? rank : widest;
-    const ir_value *v = &t->g->values[in];
-    const ir_node *p = v->producer != IR_NONE ? &t->g->nodes[v->producer] : NULL;
+    const ir_value *v = &f->g->values[in];
+    const ir_node *p = v->producer != IR_NONE ? &f->g->nodes[v->producer] : NULL;
     chain->input_private = !v->is_graph_output && v->readers == shared;
     if (chain->n_steps == CPU_CHAIN_MAX_STEPS || !p || !chain->input_private ||
-        !step_at(t, p, &step, &in, &nodes, &shared, &rank))
+        !step_at(f, p, &step, &in, &nodes, &shared, &rank))
       break;
   }
-  mx_array x = chain->input != IR_NONE ? t->values[chain->input] : NULL;
-  if (!x || mx_dtype_of(x) != MX_FLOAT32 || widest > mx_ndim(x) ||
-      chain->n_nodes < CPU_MATCH_CHAIN_MIN_NODES)
-    return false;
+  if (chain->input == IR_NONE || chain->n_nodes < FZ_CHAIN_MIN_NODES) return false;
+  chain->const_rank = widest;
   for (int i = 0; i < chain->n_steps; i++) chain->steps[i] = reversed[chain->n_steps - 1 - i];
   return true;
 }

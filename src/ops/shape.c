@@ -265,7 +265,7 @@ static bool claim_concat(const ir_graph *g, const ir_node *n, const op_row *r, o
  * convolution gathered each position's channels from planes apart (PP-OCRv4 rec's neck: a
  * 960-channel Concat before a 1x3 convolution, 0.18 ms of copy and 0.29 ms of im2col). */
 static bool concat_channels_last_pays(tr_ctx *t, const ir_node *n, mx_array first, int axis) {
-  const ir_node *reader = cpu_match_only_reader(t, n->outputs[0]);
+  const ir_node *reader = fz_only_reader(t->g, n->outputs[0]);
   int rank = mx_ndim(first);
   return t->mx->device == MX_DEVICE_CPU && cpu_host_kernels_enabled() && axis == 1 && rank >= 3 &&
          rank <= 5 && mx_dtype_of(first) == MX_FLOAT32 && reader &&

@@ -9,6 +9,7 @@
 #include "ir/partition.h"
 #include "plan/plan_internal.h"
 #include "plan/packed.h"
+#include "ops/fusions.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +51,23 @@ static int fold_constants(plan *p, mx_ctx *ctx, char *err, size_t len) {
     for (int o = 0; o < n->n_outputs; o++)
       if (n->outputs[o] != IR_NONE) p->const_values[n->outputs[o]] = NULL;
     err[0] = 0;
+  }
+  return MX_OK;
+}
+
+/* The fusion table's pass (ops/fusions.h), once the constants are known: each anchor's
+ * matches, and the compile class a matched anchor needs (a host kernel on the CPU device is
+ * built for concrete shapes). */
+static int find_fusions(plan *p, mx_ctx *ctx, const plan_config *cfg, char *err, size_t len) {
+  if (op_fusions_find(p->g, p->const_values, ctx, p->device, p->folded, &p->fusions) != MX_OK) {
+    snprintf(err, len, "out of memory while matching fused patterns");
+    return MX_ERR_NOMEM;
+  }
+  for (int i = 0; p->fusions && i < p->g->n_nodes; i++) {
+    op_compile_class c = op_fusions_anchor_class(p->fusions, i);
+    if (c == OP_SHAPELESS_GPU) /* as the rows' classes are mapped in plan_build */
+      c = p->device == MX_DEVICE_CPU && cfg->host_kernels ? OP_SHAPE_KEYED : OP_SHAPELESS;
+    if (c > p->classes[i]) p->classes[i] = c;
   }
   return MX_OK;
 }
@@ -243,8 +261,10 @@ int plan_build(const ir_graph *snapshot, const char *name, const plan_config *cf
   mx_ctx ctx = {.arena = p->consts, .device = device};
   rc = plan_load_constants(p->g, p->const_values, &ctx, err, len);
   for (int i = 0; rc == MX_OK && i < n; i++)
-    rc = plan_bodies_build(p->g, &p->g->nodes[i], &ctx, p->fast_kernels, &p->bodies[i], err, len);
+    rc = plan_bodies_build(p->g, p->const_values, &p->g->nodes[i], &ctx, p->fast_kernels,
+                           &p->bodies[i], err, len);
   if (rc == MX_OK) rc = fold_constants(p, &ctx, err, len);
+  if (rc == MX_OK) rc = find_fusions(p, &ctx, cfg, err, len);
   if (rc == MX_OK) rc = prepare_nodes(p, &ctx, err, len);
   if (rc != MX_OK) goto fail;
   mark_shape_nodes(p);
@@ -264,6 +284,7 @@ fail:
 void plan_free(plan *p) {
   if (!p) return;
   plan_cache_clear(p);
+  op_fusions_free(p->fusions);
   for (int i = 0; p->bodies && p->g && i < p->g->n_nodes; i++)
     plan_bodies_free(p->bodies[i], p->g->nodes[i].n_subgraphs);
   free(p->bodies);
