@@ -5,9 +5,9 @@ vector and rows that end in a remainder, single rows and enough rows to split ov
 extreme values (exp's clamps, erf's two branches, signed zeros, infinities and NaN). With
 ONNXRUNTIME_EP_MLX_NO_HOST_MATH=1 the same nodes take the composed path again, and the two agree
 to float32 rounding (the host forms fuse multiply-adds where the processor has FMA). Chains one
-kernel replaces whole (src/cpu/patterns.c): Gelu's five-node spelling in its forms, Swish
-as x * Sigmoid(x), layer normalisation's nine-node spelling, a Softmax with its scale and mask
-folded in, and look-alikes that must stay node by node."""
+kernel replaces whole (the fusion table, src/ops/fusions.c): Gelu's five-node spelling in its
+forms, Swish as x * Sigmoid(x), layer normalisation's nine-node spelling, a Softmax with its
+scale and mask folded in, and look-alikes that must stay node by node."""
 import json
 import math
 import os
@@ -205,7 +205,7 @@ def test_switched_off_composes_and_agrees(tmp_path):
     np.testing.assert_allclose(on[2], off[2], rtol=2e-6, atol=1e-6)  # layer norm: MLX's kernel
 
 
-# --- chains one kernel replaces (src/cpu/patterns.c) ------------------------------------
+# --- chains one kernel replaces (the fusion table, src/ops/fusions.c) ------------------------------------
 GELU_TAIL = host("gelu")  # the last Mul
 GELU_INNER = ("inside", "gelu", ())  # the Erf: the last Mul's kernel computes it
 
