@@ -125,26 +125,43 @@ static int elu(tr_ctx *t, mx_array x, mx_array alpha, mx_array *y) {
   return mx_where(t->mx, y, neg, em1, x);
 }
 
-/* HardSigmoid of float32 on the CPU device as host-chain steps (cpu/chain.h: the same roundings
- * as the composition): the epilogue of the kernel computing x when nothing else reads x, else
- * one kernel from CPU_CHAIN_MIN_ELEMENTS up; *y stays NULL where neither applies. Composed, MLX
- * fused it into the multiply that follows it in squeeze-and-excitation blocks, recomputing the
- * clip for every element of the large operand on its one thread (PP-OCRv4 rec: 0.16 and 0.27
- * ms). */
-static int hard_sigmoid_host(tr_ctx *t, const ir_node *n, mx_array x, double alpha, double beta,
-                             mx_array *y) {
-  *y = NULL;
+/* HardSigmoid as host-chain steps (cpu/chain.h: the same roundings as the composition).
+ * Composed, MLX fused it into the multiply that follows it in squeeze-and-excitation blocks,
+ * recomputing the clip for every element of the large operand on its one thread (PP-OCRv4 rec:
+ * 0.16 and 0.27 ms). */
+static void hard_sigmoid_steps(const ir_node *n, cpu_chain_step steps[3]) {
+  double alpha = ir_attr_float(n, "alpha", 0.2f), beta = ir_attr_float(n, "beta", 0.5f);
+  steps[0] = (cpu_chain_step){CPU_CHAIN_MUL, (float)alpha, 0};
+  steps[1] = (cpu_chain_step){CPU_CHAIN_ADD, (float)beta, 0};
+  steps[2] = (cpu_chain_step){CPU_CHAIN_CLIP, 0.0f, 1.0f};
+}
+
+/* HardSigmoid of float32 on the CPU device, when only it reads x (the fusion table's
+ * hard_sigmoid): the epilogue of the kernel computing x, where that is a host kernel. */
+int op_build_hard_sigmoid_epilogue(tr_ctx *t, const ir_node *n, const op_fusion_match *m,
+                                   bool *done) {
+  (void)m;
+  mx_array x = tr_in(t, 0), y = NULL;
+  cpu_chain_step steps[3];
   if (!cpu_kernel_applies(t, x)) return MX_OK;
-  const cpu_chain_step steps[] = {{CPU_CHAIN_MUL, (float)alpha, 0}, {CPU_CHAIN_ADD, (float)beta, 0},
-                           {CPU_CHAIN_CLIP, 0.0f, 1.0f}};
-  if (fz_only_reader(t->g, n->inputs[0]) == n) TR_TRY(cpu_chain_fold(t, x, steps, 3, y));
-  if (*y) {
-    tr_note_path(t, TR_PATH_EPILOGUE, "chain", 0,
-                 "the epilogue of the kernel computing its input (CPU)");
-  } else if (mx_size(x) >= CPU_CHAIN_MIN_ELEMENTS) {
-    TR_TRY(cpu_chain_build(t, x, steps, 3, y));
-    tr_note_path(t, TR_PATH_HOST_KERNEL, "chain", 0, "host kernel (CPU)");
-  }
+  hard_sigmoid_steps(n, steps);
+  TR_TRY(cpu_chain_fold(t, x, steps, 3, &y));
+  if (!y) return MX_OK;
+  tr_note_path(t, TR_PATH_EPILOGUE, "chain", 0,
+               "the epilogue of the kernel computing its input (CPU)");
+  *done = true;
+  return tr_out_cast(t, 0, y);
+}
+
+/* HardSigmoid of float32 on the CPU device from CPU_CHAIN_MIN_ELEMENTS up: one host kernel; *y
+ * stays NULL elsewhere. */
+static int hard_sigmoid_host(tr_ctx *t, const ir_node *n, mx_array x, mx_array *y) {
+  *y = NULL;
+  cpu_chain_step steps[3];
+  if (!cpu_kernel_applies(t, x) || mx_size(x) < CPU_CHAIN_MIN_ELEMENTS) return MX_OK;
+  hard_sigmoid_steps(n, steps);
+  TR_TRY(cpu_chain_build(t, x, steps, 3, y));
+  tr_note_path(t, TR_PATH_HOST_KERNEL, "chain", 0, "host kernel (CPU)");
   return MX_OK;
 }
 
@@ -185,7 +202,7 @@ static int translate_pointwise(tr_ctx *t, const ir_node *n, const op_row *r) {
     }
     case PW_HARD_SIGMOID: {
       double alpha = ir_attr_float(n, "alpha", 0.2f), beta = ir_attr_float(n, "beta", 0.5f);
-      TR_TRY(hard_sigmoid_host(t, n, x, alpha, beta, &y));
+      TR_TRY(hard_sigmoid_host(t, n, x, &y));
       if (!y) TR_TRY(hard_sigmoid(t, x, alpha, beta, &y));
       break;
     }

@@ -156,5 +156,9 @@ int op_build_attention_nodes(struct tr_ctx *t, const ir_node *n, const op_fusion
                              bool *done);                                /* math.c */
 int op_build_residual_layer_norm(struct tr_ctx *t, const ir_node *n, const op_fusion_match *m,
                                  bool *done);                            /* norm.c */
+int op_build_hard_sigmoid_epilogue(struct tr_ctx *t, const ir_node *n, const op_fusion_match *m,
+                                   bool *done);                          /* activation.c */
+int op_build_concat_channels_last(struct tr_ctx *t, const ir_node *n, const op_fusion_match *m,
+                                  bool *done);                           /* shape.c */
 
 #endif

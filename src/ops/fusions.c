@@ -58,12 +58,29 @@ static bool match_residual(const fz_graph *f, const ir_node *n, op_fusion_match 
   return n->inputs[0] != IR_NONE && fz_match_sum(f, n->inputs[0], &m->u.sum.a, &m->u.sum.b);
 }
 
+/* The anchor is the only reader of its input: the kernel computing the input may take the
+ * anchor as its epilogue. */
+static bool match_sole_reader(const fz_graph *f, const ir_node *n, op_fusion_match *m) {
+  (void)m;
+  return n->n_inputs > 0 && n->inputs[0] != IR_NONE && fz_only_reader(f->g, n->inputs[0]) == n;
+}
+
+/* A convolution alone reads the anchor's output, as its input X. */
+static bool match_read_by_conv(const fz_graph *f, const ir_node *n, op_fusion_match *m) {
+  (void)m;
+  const ir_node *reader = n->n_outputs > 0 ? fz_only_reader(f->g, n->outputs[0]) : NULL;
+  return reader && strcmp(reader->op_type, "Conv") == 0 && reader->domain[0] == 0 &&
+         reader->inputs[0] == n->outputs[0];
+}
+
 /* --- the table ----------------------------------------------------------------------------- */
 static const char *const add_op[] = {"Add", NULL};
 static const char *const mul_op[] = {"Mul", NULL};
 static const char *const matmul_op[] = {"MatMul", NULL};
 static const char *const softmax_op[] = {"Softmax", NULL};
 static const char *const layer_norm_op[] = {"LayerNormalization", NULL};
+static const char *const hard_sigmoid_op[] = {"HardSigmoid", NULL};
+static const char *const concat_op[] = {"Concat", NULL};
 /* the steps whose translators end a chain (Max and Min join one only as inner steps) */
 static const char *const chain_ops[] = {"Add", "Sub", "Mul", "Div", "Clip", "Relu", NULL};
 
@@ -98,6 +115,13 @@ static const op_fusion fusion_rows[] = {
      OP_SHAPELESS,
      "float32 over the last axis: the Add of two same-shape values before it (the residual sum) "
      "folds into its host kernel"},
+    {"hard_sigmoid", hard_sigmoid_op, match_sole_reader, op_build_hard_sigmoid_epilogue,
+     OP_FUSION_CPU, OP_SHAPELESS,
+     "float32, its input read by it alone: the epilogue of the host kernel computing the input"},
+    {"concat_channels_last", concat_op, match_read_by_conv, op_build_concat_channels_last,
+     OP_FUSION_CPU, OP_SHAPELESS,
+     "float32 parts of rank 3-5 joined along axis 1, read by a Conv alone: joined channels-last, "
+     "the layout the convolution's host kernels read in place"},
 };
 enum { N_FUSION_ROWS = sizeof fusion_rows / sizeof *fusion_rows };
 
