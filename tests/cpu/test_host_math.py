@@ -640,6 +640,34 @@ def test_layer_norm_lookalikes_stay_separate(case):
     assert LN_TAIL not in node_paths(rec).values(), node_paths(rec)
 
 
+def test_layer_norm_spelling_keys_its_anchor():
+    """The fusion pass makes the spelling's last Add shape-keyed on the CPU device (its host
+    kernel is built for concrete shapes), found with the batch dimension symbolic; the means
+    inside it are shapeless rows of their own."""
+    model = make_model(layer_norm_nodes(13), [("x", TP.FLOAT, ["N", 40, 120])],
+                       [("y", TP.FLOAT, None)], initializers=layer_norm_consts(120), opset=13)
+    x = rand((3, 40, 120), low=-3, high=5, seed=29)
+    got, ref, rec = harness.run_with_paths(model, {"x": x}, optimize=False)
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-5)
+    assert node_path(rec, "n") == LN_TAIL, node_paths(rec)
+    (g,) = rec["groups"]
+    assert g["path"] == "keyed" and g["decided_by"]["node"] == "n", g
+
+
+def test_mean_outside_a_layer_norm_stays_shapeless():
+    """A float32 mean that keeps its dims but opens no layer normalisation leaves the group
+    shapeless."""
+    nodes = [helper.make_node("ReduceMean", ["x"], ["m"], name="m", axes=[-1]),
+             helper.make_node("Sub", ["x", "m"], ["d"], name="d"),
+             helper.make_node("Neg", ["d"], ["y"], name="neg")]
+    model = make_model(nodes, [("x", TP.FLOAT, ["N", 16])], [("y", TP.FLOAT, None)], opset=13)
+    x = rand((5, 16), seed=31)
+    got, ref, rec = harness.run_with_paths(model, {"x": x}, optimize=False)
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-6, atol=1e-6)
+    (g,) = rec["groups"]
+    assert g["path"] == "shapeless", g
+
+
 def test_matmul_with_a_constant_weight_is_keyed_and_packed():
     """A group of nothing but a MatMul by a constant float32 weight and an elementwise step
     still compiles keyed on the CPU device, so the weight is packed for the plugin's product
