@@ -350,7 +350,7 @@ int op_build_softmax_folds(tr_ctx *t, const ir_node *n, const op_fusion_match *m
   if (axis < 0) axis += rank;
   if (!cpu_kernel_applies(t, x) || mx_size(x) == 0 || axis != rank - 1) return MX_OK;
   fz_softmax_input in;
-  fz_softmax_input_live(&m->u.softmax, t->values, &in);
+  fz_softmax_input_live(&m->u.softmax, t->values, t->const_values, t->mx, &in);
   if (in.scores == m->u.softmax.input) return MX_OK;
   mx_array mask = in.mask != IR_NONE ? t->values[in.mask] : NULL;
   TR_TRY(cpu_softmax_last(t, t->values[in.scores], in.scale, mask, &y));

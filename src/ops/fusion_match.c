@@ -230,7 +230,7 @@ bool fz_match_sum(const fz_graph *f, int v, int *a, int *b) {
 }
 
 /* What scaling value v undoes: a Mul by a one-element constant (either operand) or a Div by one,
- * read only there. */
+ * read only there; or by a value computed from shapes, read when a translation knows it. */
 static void scaled_of(const fz_graph *f, int v, fz_scaled *s) {
   *s = (fz_scaled){0};
   const ir_node *mul = producer(f->g, v, "Mul"), *div = producer(f->g, v, "Div");
@@ -239,11 +239,18 @@ static void scaled_of(const fz_graph *f, int v, fz_scaled *s) {
   s->div = div != NULL;
   for (int i = 0; i < (mul ? 2 : 1); i++) {
     double c;
-    if (p->inputs[i] == IR_NONE || !constant_scalar(f, p->inputs[1 - i], ANY_RANK, &c) ||
-        (div && c == 0.0))
+    int k = p->inputs[1 - i];
+    if (p->inputs[i] == IR_NONE || k == IR_NONE) continue;
+    s->from_shapes[s->n] = IR_NONE;
+    if (constant_scalar(f, k, ANY_RANK, &c)) {
+      if (div && c == 0.0) continue;
+      s->c[s->n] = c, s->rank[s->n] = mx_ndim(constant(f, k));
+    } else if (f->from_shapes && f->from_shapes[k]) {
+      s->from_shapes[s->n] = k;
+    } else {
       continue;
-    s->base[s->n] = p->inputs[i], s->c[s->n] = c;
-    s->rank[s->n++] = mx_ndim(constant(f, p->inputs[1 - i]));
+    }
+    s->base[s->n++] = p->inputs[i];
   }
 }
 
@@ -271,7 +278,20 @@ static bool mask_fits(mx_array mask, mx_array scores) {
   return true;
 }
 
-void fz_softmax_input_live(const fz_softmax *m, const mx_array *values, fz_softmax_input *in) {
+/* Candidate i of s for scores sc: its scale in *c, when it is a one-element float value of rank
+ * at most sc's (a higher rank would broadcast the scores to a larger shape). */
+static bool live_scale(const fz_scaled *s, int i, mx_array sc, const mx_array *known, mx_ctx *mx,
+                       double *c) {
+  if (s->from_shapes[i] == IR_NONE) {
+    *c = s->c[i];
+    return s->rank[i] <= mx_ndim(sc);
+  }
+  fz_graph view = {NULL, known, mx, NULL};
+  return constant_scalar(&view, s->from_shapes[i], mx_ndim(sc), c) && !(s->div && *c == 0.0);
+}
+
+void fz_softmax_input_live(const fz_softmax *m, const mx_array *values, const mx_array *known,
+                           mx_ctx *mx, fz_softmax_input *in) {
   *in = (fz_softmax_input){m->input, IR_NONE, 1.0f};
   const fz_scaled *s = &m->scaled[0];
   for (int i = 0; m->add[0] != IR_NONE && i < 2; i++) {
@@ -285,8 +305,9 @@ void fz_softmax_input_live(const fz_softmax *m, const mx_array *values, fz_softm
   if (in->scores == m->input && m->add[0] != IR_NONE) return; /* an Add that is no mask */
   for (int i = 0; i < s->n; i++) {
     mx_array sc = values[s->base[i]];
-    if (!sc || mx_dtype_of(sc) != MX_FLOAT32 || s->rank[i] > mx_ndim(sc)) continue;
-    in->scores = s->base[i], in->scale = (float)(s->div ? 1.0 / s->c[i] : s->c[i]);
+    double c;
+    if (!sc || mx_dtype_of(sc) != MX_FLOAT32 || !live_scale(s, i, sc, known, mx, &c)) continue;
+    in->scores = s->base[i], in->scale = (float)(s->div ? 1.0 / c : c);
     return;
   }
 }

@@ -20,11 +20,14 @@
 #include <stdbool.h>
 
 /* What a matcher sees: the graph, its constants (per value, NULL unless constant; the
- * initializers and the values constant folding computed) and a bridge context to read them. */
+ * initializers and the values constant folding computed), a bridge context to read them, and
+ * which values are computed from input shapes and constants alone (per value, or NULL): a keyed
+ * variant knows those before its trace, so a softmax's scale may be one of them. */
 typedef struct fz_graph {
   const ir_graph *g;
   const mx_array *consts;
   mx_ctx *mx;
+  const bool *from_shapes;
 } fz_graph;
 
 /* The node that reads value v, when one node reads it once and v is no graph output; else NULL. */
@@ -68,12 +71,14 @@ bool fz_match_sum(const fz_graph *f, int v, int *a, int *b);
  * (one of them the mask) that only the Softmax reads, and for each candidate scores value (the
  * input, the Add's first or second operand) the scaling it may undo: a Mul by a one-element
  * constant, or a Div by one, read only there. Which operand is the mask and whether the scale
- * folds depend on live dtypes and shapes: fz_softmax_input_live decides. */
+ * folds depend on live dtypes and shapes: fz_softmax_input_live decides. A scale computed from
+ * shapes is read there too, from the values the translation knows. */
 typedef struct fz_scaled {
   int n;          /* candidates: 0, 1 (a Div) or 2 (a Mul's operands) */
   int base[2];    /* the value scaled */
   int rank[2];    /* the constant's rank */
   double c[2];    /* the constant */
+  int from_shapes[2]; /* the scale's value index when computed from shapes, else IR_NONE */
   bool div;
 } fz_scaled;
 typedef struct fz_softmax {
@@ -83,14 +88,16 @@ typedef struct fz_softmax {
 } fz_softmax;
 void fz_match_softmax(const fz_graph *f, const ir_node *softmax, fz_softmax *m);
 
-/* The softmax's input as it folds for the arrays of this translation (values per value index):
- * scores * scale, plus mask when mask is not IR_NONE (a float32 value whose axes align with
- * the scores' trailing ones, each 1 or the scores', the last one whole). */
+/* The softmax's input as it folds for the arrays of this translation (values and known, the
+ * values fixed for it, per value index): scores * scale, plus mask when mask is not IR_NONE (a
+ * float32 value whose axes align with the scores' trailing ones, each 1 or the scores', the
+ * last one whole). */
 typedef struct fz_softmax_input {
   int scores, mask;
   float scale;
 } fz_softmax_input;
-void fz_softmax_input_live(const fz_softmax *m, const mx_array *values, fz_softmax_input *in);
+void fz_softmax_input_live(const fz_softmax *m, const mx_array *values, const mx_array *known,
+                           mx_ctx *mx, fz_softmax_input *in);
 
 /* When node n (a MatMul) multiplies Softmax(MatMul(q, kt) [* scale] [+ mask]) by v, with every
  * inner value read only inside: the Softmax's input as fz_match_softmax finds it, and the value

@@ -109,8 +109,9 @@ static const op_fusion fusion_rows[] = {
      "float32: Softmax(MatMul(q, kt) [* scale] [+ mask]) over the last axis, times v: one host "
      "kernel; a Transpose merging the heads after it is folded in"},
     {"softmax", softmax_op, match_softmax, op_build_softmax_folds, OP_FUSION_CPU, OP_SHAPELESS,
-     "float32 over the last axis: a constant scale (Mul or Div) and an additive mask before it "
-     "fold into its host kernel"},
+     "float32 over the last axis: a scale (a Mul or Div by a one-element constant, or by a value "
+     "computed from shapes in a keyed plan) and an additive mask before it fold into its host "
+     "kernel"},
     {"residual", layer_norm_op, match_residual, op_build_residual_layer_norm, OP_FUSION_CPU,
      OP_SHAPELESS,
      "float32 over the last axis: the Add of two same-shape values before it (the residual sum) "
@@ -151,8 +152,8 @@ static op_fusion_match *append(op_fusions *f) {
   return &f->items[f->count];
 }
 
-int op_fusions_find(const ir_graph *g, const mx_array *consts, mx_ctx *ctx, mx_device device,
-                    const bool *skip, op_fusions **out) {
+int op_fusions_find(const ir_graph *g, const mx_array *consts, const bool *from_shapes,
+                    mx_ctx *ctx, mx_device device, const bool *skip, op_fusions **out) {
   *out = NULL;
   unsigned on = device == MX_DEVICE_CPU ? OP_FUSION_CPU : OP_FUSION_GPU;
   op_fusions *fs = calloc(1, sizeof *fs);
@@ -160,7 +161,7 @@ int op_fusions_find(const ir_graph *g, const mx_array *consts, mx_ctx *ctx, mx_d
   fs->first = malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
   fs->n_matches = calloc((size_t)g->n_nodes + 1, sizeof(int));
   if (!fs->first || !fs->n_matches) return op_fusions_free(fs), MX_ERR_NOMEM;
-  fz_graph f = {g, consts, ctx};
+  fz_graph f = {g, consts, ctx, from_shapes};
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = &g->nodes[i];
     fs->first[i] = -1;

@@ -44,10 +44,11 @@ typedef struct op_fusion {
 typedef struct op_fusions op_fusions;
 
 /* Runs the table over g's nodes for device (skipping the nodes in skip, when given: folded
- * ones), reading constants from consts through ctx: *out (NULL when nothing matched). MX_OK or
+ * ones), reading constants from consts through ctx; from_shapes (per value, or NULL): the values
+ * computed from input shapes and constants alone. *out: NULL when nothing matched. MX_OK or
  * MX_ERR_NOMEM. */
-int op_fusions_find(const ir_graph *g, const mx_array *consts, mx_ctx *ctx, mx_device device,
-                    const bool *skip, op_fusions **out);
+int op_fusions_find(const ir_graph *g, const mx_array *consts, const bool *from_shapes,
+                    mx_ctx *ctx, mx_device device, const bool *skip, op_fusions **out);
 void op_fusions_free(op_fusions *f);
 /* The least compile class node `index` needs for the fusions anchored there (OP_SHAPELESS when
  * none). */

@@ -79,7 +79,7 @@ int op_build_attention_nodes(tr_ctx *t, const ir_node *n, const op_fusion_match 
   x = t->values[at->softmax.input];
   if (!x || (at->need_rank >= 0 && mx_ndim(x) != at->need_rank)) return MX_OK;
   fz_softmax_input in;
-  fz_softmax_input_live(&at->softmax, t->values, &in);
+  fz_softmax_input_live(&at->softmax, t->values, t->const_values, t->mx, &in);
   const ir_node *mm = fz_attention_product(t->g, in.scores);
   mx_array q = mm ? t->values[mm->inputs[0]] : NULL, kt = mm ? t->values[mm->inputs[1]] : NULL;
   if (!q || !kt || !cpu_attention_applies(t, q, kt, b)) return MX_OK;

@@ -70,7 +70,7 @@ static int body_fusions(plan_body *b, const mx_array *enclosing_consts, mx_ctx *
     (*view)[v] = b->const_values[v]           ? b->const_values[v]
                  : b->outer[v] != IR_NONE && enclosing_consts ? enclosing_consts[b->outer[v]]
                                                               : NULL;
-  return op_fusions_find(g, *view, ctx, ctx->device, NULL, &b->fusions);
+  return op_fusions_find(g, *view, NULL, ctx, ctx->device, NULL, &b->fusions);
 }
 
 static int body_build(const ir_graph *enclosing, const mx_array *enclosing_consts,

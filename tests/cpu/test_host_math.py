@@ -298,6 +298,23 @@ def test_softmax_folds_scale_and_mask(op, scale, mask):
     assert node_path(rec, "n") == host("softmax", *folds), node_paths(rec)
 
 
+def test_softmax_folds_a_scale_computed_from_shapes():
+    """scores / sqrt(d), d read from the input's shape (as exporters write the scale of
+    attention with dynamic shapes): the scale is known in the keyed trace, and folds in."""
+    nodes = [helper.make_node("Shape", ["s"], ["shp"], name="shape"),
+             helper.make_node("Gather", ["shp", "last"], ["d"], name="d"),
+             helper.make_node("Cast", ["d"], ["df"], name="df", to=TP.FLOAT),
+             helper.make_node("Sqrt", ["df"], ["r"], name="r"),
+             helper.make_node("Div", ["s", "r"], ["p"], name="scale"),
+             helper.make_node("Softmax", ["p"], ["y"], name="n", axis=-1)]
+    model = make_model(nodes, [("s", TP.FLOAT, ["B", 3, 40, 40])], [("y", TP.FLOAT, None)],
+                       initializers=[("last", np.array(3, np.int64))], opset=13)
+    feeds = {"s": rand((2, 3, 40, 40), low=-20, high=20, seed=17)}
+    got, ref, rec = harness.run_with_paths(model, feeds, optimize=False)
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-7)
+    assert node_path(rec, "n") == host("softmax", "scale"), node_paths(rec)
+
+
 def test_softmax_mask_broadcast_over_columns_is_not_folded():
     """A mask that is not a whole row (its last axis 1) is added first, as its own node."""
     nodes = [helper.make_node("Add", ["s", "m"], ["q"], name="mask"),
