@@ -2,8 +2,8 @@
  * Control-flow subgraphs (the branches of If, the bodies of Loop and Scan) inside a plan. At plan
  * build each subgraph becomes a plan_body: its nodes' registry rows found once in a topological
  * order, its constants converted to MLX arrays once, prepare hooks run, and every outer-scope
- * value it reads located in the enclosing graph by name; bodies of nested control-flow nodes are
- * built the same way. At run time the control-flow translators call tr_run_body, which
+ * value it reads located in the enclosing graph by name, the fusion table run over it; bodies
+ * of nested control-flow nodes are built the same way. At run time the control-flow translators call tr_run_body, which
  * translates the body's nodes into the same lazy MLX graph with a values table of the body's
  * own, so unrolling a loop is just translating its body once per iteration.
  */

@@ -1,9 +1,9 @@
 /*
  * The per-node steps that building a plan (plan.c), its control-flow bodies (body.c) and running
- * it (run.c) share: constants converted into MLX arrays, one node translated with its name and
- * op in any error, run-time checks verified, shape conversion. Nothing here calls up into those
- * files, so plan/ has one direction: translate.c, node.c and cache.c below; body.c; plan.c
- * (build); run.c (run).
+ * it (run.c) share: constants converted into MLX arrays, one node translated (through the
+ * fusions anchored there, else its row) with its name and op in any error, run-time checks
+ * verified, shape conversion. Nothing here calls up into those files, so plan/ has one
+ * direction: translate.c, node.c and cache.c below; body.c; plan.c (build); run.c (run).
  */
 #include "plan/plan_internal.h"
 #include "plan/packed.h"

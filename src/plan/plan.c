@@ -1,7 +1,8 @@
 /*
  * Builds plans (see plan.h): take ownership of the group's snapshot, order its nodes, find each
  * node's registry row, copy constant initializers into MLX arrays, fold nodes whose inputs are
- * all constant, and choose the compile path from the rows' compile classes. Running lives in
+ * all constant, run the fusion table over the rest (ops/fusions.h), and choose the compile path
+ * from the nodes' compile classes. Running lives in
  * run.c; the per-node translation step both share lives in node.c, the compile cache in cache.c.
  */
 #include "plan/plan.h"
