@@ -15,7 +15,6 @@
 #include "cpu/chain.h"
 #include "ir/ir.h"
 #include "mlx/mx.h"
-#include "ops/fusions.h"
 
 #include <stdbool.h>
 
