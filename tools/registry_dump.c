@@ -1,12 +1,14 @@
 /*
  * Prints docs/OPERATORS.md from the registry itself, so the document cannot drift from what the
  * EP claims: one line per row with its domain, opset range, accepted element types of the
- * primary input, compile class and notes. Run by `make operators`; a test checks the committed
- * file is current. `registry_dump --json` prints the same rows as one JSON array (domain, op,
+ * primary input, compile class and notes, then the fusion table (ops/fusions.h): one line per
+ * pattern. Run by `make operators`; a test checks the committed file is current.
+ * `registry_dump --json` prints the operator rows as one JSON array (domain, op,
  * opset range, input-0 element types spelled out, compile class, note) for tools that act on
  * what the EP claims (tools/fuzz/ generates its cases from it, so a new row is fuzzed at once).
  */
 #include "ir/ir.h"
+#include "ops/fusions.h"
 #include "ops/registry.h"
 
 #include <stdio.h>
@@ -129,6 +131,17 @@ static void print_json_row(void *user, const op_row *r) {
   putchar('}');
 }
 
+static void print_fusion(void *user, const op_fusion *f) {
+  (void)user;
+  printf("| %s | ", f->name);
+  for (const char *const *op = f->anchors; *op; op++)
+    printf("%s%s", op == f->anchors ? "" : ", ", *op);
+  printf(" | %s%s%s | %s | %s |\n", (f->devices & OP_FUSION_CPU) ? "CPU" : "",
+         (f->devices & OP_FUSION_CPU) && (f->devices & OP_FUSION_GPU) ? ", " : "",
+         (f->devices & OP_FUSION_GPU) ? "GPU" : "",
+         f->anchor_class == OP_SHAPELESS ? "its row's" : class_name(f->anchor_class), f->note);
+}
+
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "--json") == 0) {
     int first = 1;
@@ -157,5 +170,16 @@ int main(int argc, char **argv) {
   printf("| Operator | Domain | Opsets | Element types (input 0) | Compile | Notes |\n");
   printf("|---|---|---|---|---|---|\n");
   op_registry_visit(print_row, NULL);
+  printf("\n## Fused patterns\n\n");
+  printf("Multi-node spellings one kernel replaces, from the fusion table (src/ops/fusions.c).\n"
+         "The plan matches them once, when it is built, from the graph and its constants; the\n"
+         "anchor (the spelling's last node) then computes the result from the spelling's inputs,\n"
+         "unless the Run's element types or shapes rule the pattern out, in which case every node\n"
+         "runs as its row says. Inner nodes are still translated, and run only where something\n"
+         "else reads their values. Where a pattern matches, the anchor's compile class is raised to\n"
+         "the one shown.\n\n");
+  printf("| Pattern | Anchor | Devices | Compile (anchor) | Notes |\n");
+  printf("|---|---|---|---|---|\n");
+  op_fusions_visit(print_fusion, NULL);
   return 0;
 }

@@ -17,7 +17,7 @@
 #include "cpu/fastmath.h"
 #include "cpu/chain.h"
 #include "cpu/math.h"
-#include "cpu/patterns.h"
+#include "ops/fusion_match.h"
 #include "plan/translate.h"
 
 #include <math.h>
@@ -36,11 +36,8 @@ static int widen(tr_ctx *t, mx_array *x) {
 
 /* --- Relu, Sigmoid, Tanh ----------------------------------------------------------------- */
 static int translate_relu(tr_ctx *t, const ir_node *n, const op_row *r) {
-  (void)r;
+  (void)n, (void)r;
   mx_array x = tr_in(t, 0), zero, y;
-  bool done;
-  TR_TRY(op_translate_chain(t, n, &done));
-  if (done) return MX_OK;
   TR_TRY(tr_scalar(t, &zero, 0.0, mx_dtype_of(x)));
   TR_TRY(mx_binary(t->mx, &y, MX_MAXIMUM, x, zero));
   return tr_out_cast(t, 0, y);
@@ -128,26 +125,43 @@ static int elu(tr_ctx *t, mx_array x, mx_array alpha, mx_array *y) {
   return mx_where(t->mx, y, neg, em1, x);
 }
 
-/* HardSigmoid of float32 on the CPU device as host-chain steps (cpu/chain.h: the same roundings
- * as the composition): the epilogue of the kernel computing x when nothing else reads x, else
- * one kernel from CPU_CHAIN_MIN_ELEMENTS up; *y stays NULL where neither applies. Composed, MLX
- * fused it into the multiply that follows it in squeeze-and-excitation blocks, recomputing the
- * clip for every element of the large operand on its one thread (PP-OCRv4 rec: 0.16 and 0.27
- * ms). */
-static int hard_sigmoid_host(tr_ctx *t, const ir_node *n, mx_array x, double alpha, double beta,
-                             mx_array *y) {
-  *y = NULL;
+/* HardSigmoid as host-chain steps (cpu/chain.h: the same roundings as the composition).
+ * Composed, MLX fused it into the multiply that follows it in squeeze-and-excitation blocks,
+ * recomputing the clip for every element of the large operand on its one thread (PP-OCRv4 rec:
+ * 0.16 and 0.27 ms). */
+static void hard_sigmoid_steps(const ir_node *n, cpu_chain_step steps[3]) {
+  double alpha = ir_attr_float(n, "alpha", 0.2f), beta = ir_attr_float(n, "beta", 0.5f);
+  steps[0] = (cpu_chain_step){CPU_CHAIN_MUL, (float)alpha, 0};
+  steps[1] = (cpu_chain_step){CPU_CHAIN_ADD, (float)beta, 0};
+  steps[2] = (cpu_chain_step){CPU_CHAIN_CLIP, 0.0f, 1.0f};
+}
+
+/* HardSigmoid of float32 on the CPU device, when only it reads x (the fusion table's
+ * hard_sigmoid): the epilogue of the kernel computing x, where that is a host kernel. */
+int op_build_hard_sigmoid_epilogue(tr_ctx *t, const ir_node *n, const op_fusion_match *m,
+                                   bool *done) {
+  (void)m;
+  mx_array x = tr_in(t, 0), y = NULL;
+  cpu_chain_step steps[3];
   if (!cpu_kernel_applies(t, x)) return MX_OK;
-  const cpu_chain_step steps[] = {{CPU_CHAIN_MUL, (float)alpha, 0}, {CPU_CHAIN_ADD, (float)beta, 0},
-                           {CPU_CHAIN_CLIP, 0.0f, 1.0f}};
-  if (cpu_match_only_reader(t, n->inputs[0]) == n) TR_TRY(cpu_chain_fold(t, x, steps, 3, y));
-  if (*y) {
-    tr_note_path(t, TR_PATH_EPILOGUE, "chain", 0,
-                 "the epilogue of the kernel computing its input (CPU)");
-  } else if (mx_size(x) >= CPU_CHAIN_MIN_ELEMENTS) {
-    TR_TRY(cpu_chain_build(t, x, steps, 3, y));
-    tr_note_path(t, TR_PATH_HOST_KERNEL, "chain", 0, "host kernel (CPU)");
-  }
+  hard_sigmoid_steps(n, steps);
+  TR_TRY(cpu_chain_fold(t, x, steps, 3, &y));
+  if (!y) return MX_OK;
+  tr_note_path(t, TR_PATH_EPILOGUE, "chain", 0,
+               "the epilogue of the kernel computing its input (CPU)");
+  *done = true;
+  return tr_out_cast(t, 0, y);
+}
+
+/* HardSigmoid of float32 on the CPU device from CPU_CHAIN_MIN_ELEMENTS up: one host kernel; *y
+ * stays NULL elsewhere. */
+static int hard_sigmoid_host(tr_ctx *t, const ir_node *n, mx_array x, mx_array *y) {
+  *y = NULL;
+  cpu_chain_step steps[3];
+  if (!cpu_kernel_applies(t, x) || mx_size(x) < CPU_CHAIN_MIN_ELEMENTS) return MX_OK;
+  hard_sigmoid_steps(n, steps);
+  TR_TRY(cpu_chain_build(t, x, steps, 3, y));
+  tr_note_path(t, TR_PATH_HOST_KERNEL, "chain", 0, "host kernel (CPU)");
   return MX_OK;
 }
 
@@ -188,7 +202,7 @@ static int translate_pointwise(tr_ctx *t, const ir_node *n, const op_row *r) {
     }
     case PW_HARD_SIGMOID: {
       double alpha = ir_attr_float(n, "alpha", 0.2f), beta = ir_attr_float(n, "beta", 0.5f);
-      TR_TRY(hard_sigmoid_host(t, n, x, alpha, beta, &y));
+      TR_TRY(hard_sigmoid_host(t, n, x, &y));
       if (!y) TR_TRY(hard_sigmoid(t, x, alpha, beta, &y));
       break;
     }
@@ -326,6 +340,29 @@ static int empty_like_input(tr_ctx *t, mx_array x, bool *done) {
   return *done ? tr_out_cast(t, 0, x) : MX_OK;
 }
 
+/* A Softmax over the last axis whose input was scaled by a constant and had a mask added (the
+ * fusion table's softmax), on the CPU device for float32: one host kernel from the unscaled
+ * scores, the scale and the mask. Declines when nothing folds for these arrays. */
+int op_build_softmax_folds(tr_ctx *t, const ir_node *n, const op_fusion_match *m, bool *done) {
+  mx_array x = tr_in(t, 0), y;
+  int rank = mx_ndim(x);
+  int64_t axis = sm_axis(n);
+  if (axis < 0) axis += rank;
+  if (!cpu_kernel_applies(t, x) || mx_size(x) == 0 || axis != rank - 1) return MX_OK;
+  fz_softmax_input in;
+  fz_softmax_input_live(&m->u.softmax, t->values, t->const_values, t->mx, &in);
+  if (in.scores == m->u.softmax.input) return MX_OK;
+  mx_array mask = in.mask != IR_NONE ? t->values[in.mask] : NULL;
+  TR_TRY(cpu_softmax_last(t, t->values[in.scores], in.scale, mask, &y));
+  tr_note_path(t, TR_PATH_HOST_KERNEL, "softmax",
+               (mask ? TR_FOLD_MASK : 0) | (in.scale != 1.0f ? TR_FOLD_SCALE : 0),
+               mask ? "host kernel, scale and mask folded in (CPU)"
+               : in.scale != 1.0f ? "host kernel, scale folded in (CPU)"
+                                  : "host kernel (CPU)");
+  *done = true;
+  return tr_out_cast(t, 0, y);
+}
+
 static int translate_softmax(tr_ctx *t, const ir_node *n, const op_row *r) {
   mx_array x = tr_in(t, 0), y;
   int axes[MX_MAX_RANK], k = 0;
@@ -335,15 +372,8 @@ static int translate_softmax(tr_ctx *t, const ir_node *n, const op_row *r) {
   if (done) return MX_OK;
   if (r->code == SM_SOFTMAX) {
     if (cpu_kernel_applies(t, x) && k == 1 && axes[0] == mx_ndim(x) - 1) { /* one pass per row */
-      cpu_match_softmax_input in;
-      cpu_match_softmax_input_of(t, n, &in);
-      mx_array mask = in.mask != IR_NONE ? t->values[in.mask] : NULL;
-      TR_TRY(cpu_softmax_last(t, t->values[in.scores], in.scale, mask, &y));
-      tr_note_path(t, TR_PATH_HOST_KERNEL, "softmax",
-                   (mask ? TR_FOLD_MASK : 0) | (in.scale != 1.0f ? TR_FOLD_SCALE : 0),
-                   mask ? "host kernel, scale and mask folded in (CPU)"
-                   : in.scale != 1.0f ? "host kernel, scale folded in (CPU)"
-                                      : "host kernel (CPU)");
+      TR_TRY(cpu_softmax_last(t, x, 1.0f, NULL, &y));
+      tr_note_path(t, TR_PATH_HOST_KERNEL, "softmax", 0, "host kernel (CPU)");
     } else if (cpu_fast_applies(t, x)) { /* MLX's CPU softmax runs its scalar exp */
       TR_TRY(cpu_fast_softmax(t, x, axes, k, &y));
       tr_note_path(t, TR_PATH_COMPOSED, "fastmath", 0, "composed (CPU)");

@@ -1,30 +1,23 @@
 /*
  * Translators more than one operator family uses: a single bridge operation selected by the
  * row's code (mx_unary_op or mx_binary_op), with the result cast to the declared output type;
- * and the elementwise chain check the steps' translators make first.
+ * and the build of the fusion table's elementwise chain, whose anchors are several families'.
  */
 #include "ops/families.h"
 #include "cpu/fastmath.h"
 #include "cpu/math.h"
-#include "cpu/patterns.h"
+#include "ops/fusion_match.h"
 #include "plan/translate.h"
 
 int op_translate_unary(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)n;
   mx_array y, x = tr_in(t, 0);
   if (r->code == MX_ERF && cpu_kernel_applies(t, x)) { /* erf in one pass, not a composition */
     TR_TRY(cpu_erf(t, x, &y));
-    if (cpu_match_erf_in_gelu(t, n))
-      tr_note_path(t, TR_PATH_INSIDE, "gelu", 0,
-                   "inside a Gelu: its last Mul's host kernel computes it");
-    else
-      tr_note_path(t, TR_PATH_HOST_KERNEL, "erf", 0, "host kernel (CPU)");
+    tr_note_path(t, TR_PATH_HOST_KERNEL, "erf", 0, "host kernel (CPU)");
   } else if (r->code == MX_SIGMOID && cpu_kernel_applies(t, x)) { /* one exp, not a composition */
     TR_TRY(cpu_sigmoid(t, x, &y));
-    if (cpu_match_sigmoid_in_swish(t, n))
-      tr_note_path(t, TR_PATH_INSIDE, "swish", 0,
-                   "inside a Swish: its Mul's host kernel computes it");
-    else
-      tr_note_path(t, TR_PATH_HOST_KERNEL, "sigmoid", 0, "host kernel (CPU)");
+    tr_note_path(t, TR_PATH_HOST_KERNEL, "sigmoid", 0, "host kernel (CPU)");
   } else if (cpu_fast_has_unary(r->code) &&
              cpu_fast_applies(t, x)) { /* MLX's CPU exp is scalar code */
     TR_TRY(cpu_fast_unary(t, r->code, x, &y));
@@ -36,29 +29,30 @@ int op_translate_unary(tr_ctx *t, const ir_node *n, const op_row *r) {
 }
 
 int op_translate_binary(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)n;
   mx_array y;
-  bool done;
-  TR_TRY(op_translate_chain(t, n, &done));
-  if (done) return MX_OK;
   TR_TRY(mx_binary(t->mx, &y, (mx_binary_op)r->code, tr_in(t, 0), tr_in(t, 1)));
   return tr_out_cast(t, 0, y);
 }
 
-int op_translate_chain(tr_ctx *t, const ir_node *n, bool *done) {
-  *done = false;
-  mx_array first = tr_in(t, 0), y = NULL;
-  cpu_match_chain chain;
-  if (!first || !cpu_kernel_applies(t, first) || !cpu_match_chain_ending_at(t, n, &chain))
+/* The last step of an elementwise chain with constants (the fusion table's chain) on the CPU
+ * device for a float32 input: the epilogue of the kernel computing the chain's input when only
+ * the chain reads it, else one host kernel from CPU_CHAIN_MIN_ELEMENTS up. */
+int op_build_chain(tr_ctx *t, const ir_node *n, const op_fusion_match *m, bool *done) {
+  (void)n;
+  const fz_chain *chain = &m->u.chain;
+  mx_array first = tr_in(t, 0), x = t->values[chain->input], y = NULL;
+  if (!first || !cpu_kernel_applies(t, first) || !x || mx_dtype_of(x) != MX_FLOAT32 ||
+      chain->const_rank > mx_ndim(x))
     return MX_OK;
-  mx_array x = t->values[chain.input];
-  if (chain.input_private) TR_TRY(cpu_chain_fold(t, x, chain.steps, chain.n_steps, &y));
+  if (chain->input_private) TR_TRY(cpu_chain_fold(t, x, chain->steps, chain->n_steps, &y));
   if (y) {
     tr_note_path(t, TR_PATH_EPILOGUE, "chain", 0,
                  "last of an elementwise chain: the epilogue of the kernel computing its input "
                  "(CPU)");
   } else {
     if (mx_size(x) < CPU_CHAIN_MIN_ELEMENTS) return MX_OK;
-    TR_TRY(cpu_chain_build(t, x, chain.steps, chain.n_steps, &y));
+    TR_TRY(cpu_chain_build(t, x, chain->steps, chain->n_steps, &y));
     tr_note_path(t, TR_PATH_HOST_KERNEL, "chain", 0,
                  "last of an elementwise chain: one host kernel (CPU)");
   }

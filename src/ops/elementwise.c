@@ -15,7 +15,7 @@
  */
 #include "ops/families.h"
 #include "cpu/math.h"
-#include "cpu/patterns.h"
+#include "ops/fusion_match.h"
 #include "ops/lowbit.h"
 #include "plan/translate.h"
 
@@ -261,9 +261,6 @@ static int translate_variadic(tr_ctx *t, const ir_node *n, const op_row *r) {
 static int translate_clip_attr(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)r;
   mx_array x = tr_in(t, 0), lo, hi, y;
-  bool done;
-  TR_TRY(op_translate_chain(t, n, &done));
-  if (done) return MX_OK;
   TR_TRY(tr_scalar(t, &lo, ir_attr_float(n, "min", -FLT_MAX), mx_dtype_of(x)));
   TR_TRY(tr_scalar(t, &hi, ir_attr_float(n, "max", FLT_MAX), mx_dtype_of(x)));
   TR_TRY(mx_clip(t->mx, &y, x, lo, hi));
@@ -285,11 +282,8 @@ static int clip_default(tr_ctx *t, mx_dtype d, bool upper, mx_array *out) {
  * min > max gives max everywhere, as ONNX specifies. A one-element 1-D bound is squeezed so it
  * cannot add a dimension to a scalar input. */
 static int translate_clip_inputs(tr_ctx *t, const ir_node *n, const op_row *r) {
-  (void)r;
+  (void)n, (void)r;
   mx_array x = tr_in(t, 0), bound[2] = {tr_in(t, 1), tr_in(t, 2)}, y;
-  bool done;
-  TR_TRY(op_translate_chain(t, n, &done));
-  if (done) return MX_OK;
   static const int axis0 = 0;
   for (int i = 0; i < 2; i++) {
     if (!bound[i]) continue;
@@ -391,49 +385,57 @@ static int materialise_broadcast(tr_ctx *t, mx_array *a, mx_array other) {
   return mx_contiguous(t->mx, a, *a);
 }
 
-/* The last Add of layer normalisation's nine-node spelling (cpu/patterns.h), on the CPU device
- * for float32: one host kernel from x. Add of a MatMul's product (read nowhere else) and a
- * float32 bias [N] on the CPU device, in a graph built for one shape (eager or keyed): one
- * addmm, so that BLAS accumulates onto the bias instead of zeroing its output and MLX adding a
- * broadcast row in its strided (scalar) loop. Anything else is a plain Add. */
-static int translate_add(tr_ctx *t, const ir_node *n, const op_row *r) {
-  cpu_match_layer_norm ln;
-  if (cpu_kernel_applies(t, tr_in(t, 0)) && cpu_match_layer_norm_of(t, n, &ln)) {
-    mx_array x = t->values[ln.x], scale = t->values[ln.scale], bias = t->values[ln.bias], y;
-    bool vectors = x && scale && bias && cpu_kernel_applies(t, x) && mx_ndim(x) >= 1 &&
-                   mx_dtype_of(scale) == MX_FLOAT32 && mx_dtype_of(bias) == MX_FLOAT32 &&
-                   mx_ndim(scale) == 1 && mx_ndim(bias) == 1 &&
-                   mx_dim(scale, 0) == mx_dim(x, -1) && mx_dim(bias, 0) == mx_dim(x, -1);
-    if (vectors) {
-      TR_TRY(cpu_layer_norm_last(t, x, NULL, scale, bias, ln.eps, &y));
-      tr_note_path(t, TR_PATH_HOST_KERNEL, "layer_norm", 0,
-                   "last of a layer normalisation's nine nodes: one host kernel (CPU)");
-      return tr_out_cast(t, 0, y);
-    }
+/* The last Add of layer normalisation's nine-node spelling (the fusion table's layer_norm), on
+ * the CPU device for float32: one host kernel from x, when scale and bias are vectors of x's last
+ * axis. */
+int op_build_layer_norm_nodes(tr_ctx *t, const ir_node *n, const op_fusion_match *m, bool *done) {
+  (void)n;
+  const fz_layer_norm *ln = &m->u.layer_norm;
+  if (!cpu_kernel_applies(t, tr_in(t, 0))) return MX_OK;
+  mx_array x = t->values[ln->x], scale = t->values[ln->scale], bias = t->values[ln->bias], y;
+  bool vectors = x && scale && bias && cpu_kernel_applies(t, x) && mx_ndim(x) >= 1 &&
+                 (ln->need_rank < 0 || mx_ndim(x) == ln->need_rank) &&
+                 mx_dtype_of(scale) == MX_FLOAT32 && mx_dtype_of(bias) == MX_FLOAT32 &&
+                 mx_ndim(scale) == 1 && mx_ndim(bias) == 1 &&
+                 mx_dim(scale, 0) == mx_dim(x, -1) && mx_dim(bias, 0) == mx_dim(x, -1);
+  if (!vectors) return MX_OK;
+  TR_TRY(cpu_layer_norm_last(t, x, NULL, scale, bias, ln->eps, &y));
+  tr_note_path(t, TR_PATH_HOST_KERNEL, "layer_norm", 0,
+               "last of a layer normalisation's nine nodes: one host kernel (CPU)");
+  *done = true;
+  return tr_out_cast(t, 0, y);
+}
+
+/* Add of a MatMul's product (read nowhere else) and a float32 bias [N] on the CPU device, in a
+ * graph built for one shape (eager or keyed; the fusion table's bias): one addmm, so that BLAS
+ * accumulates onto the bias instead of zeroing its output and MLX adding a broadcast row in its
+ * strided (scalar) loop. */
+int op_build_bias_into_product(tr_ctx *t, const ir_node *n, const op_fusion_match *m,
+                               bool *done) {
+  (void)n;
+  if (t->mx->device != MX_DEVICE_CPU || t->trace == TR_TRACE_SHAPELESS) return MX_OK;
+  for (int i = 0; i < 2; i++) {
+    mx_array product = tr_in(t, i), bias = tr_in(t, 1 - i), y;
+    if (!(m->u.product_inputs >> i & 1u)) continue;
+    if (mx_dtype_of(product) != MX_FLOAT32 || mx_dtype_of(bias) != MX_FLOAT32 ||
+        mx_ndim(bias) != 1 || mx_ndim(product) < 2 || mx_dim(bias, 0) != mx_dim(product, -1))
+      continue;
+    bool packed = mx_is_host_kernel(product); /* cpu/matmul.c's, with a packed weight */
+    TR_TRY(mx_fold_into_product(t->mx, &y, product, bias));
+    if (!y) continue;
+    if (packed)
+      tr_note_path(t, TR_PATH_EPILOGUE, "bias", 0, "folded into the MatMul (packed weight)");
+    else
+      tr_note_path(t, TR_PATH_MLX_FUSED, "addmm", 0, "folded into the MatMul (addmm)");
+    *done = true;
+    return tr_out(t, 0, y);
   }
+  return MX_OK;
+}
+
+/* On the CPU device, a large broadcast float32 operand is copied out to full shape first. */
+static int translate_add(tr_ctx *t, const ir_node *n, const op_row *r) {
   if (t->mx->device == MX_DEVICE_CPU && t->trace != TR_TRACE_SHAPELESS) {
-    for (int i = 0; i < 2; i++) {
-      int v = n->inputs[i];
-      const ir_value *pv = v >= 0 ? &t->g->values[v] : NULL;
-      mx_array product = tr_in(t, i), bias = tr_in(t, 1 - i), y;
-      if (!pv || pv->producer < 0 || strcmp(t->g->nodes[pv->producer].op_type, "MatMul") != 0 ||
-          t->g->nodes[pv->producer].domain[0] != 0 || pv->readers != 1 || pv->is_graph_output)
-        continue;
-      if (mx_dtype_of(product) != MX_FLOAT32 || mx_dtype_of(bias) != MX_FLOAT32 ||
-          mx_ndim(bias) != 1 || mx_ndim(product) < 2 || mx_dim(bias, 0) != mx_dim(product, -1))
-        continue;
-      bool packed = mx_is_host_kernel(product); /* cpu/matmul.c's, with a packed weight */
-      TR_TRY(mx_fold_into_product(t->mx, &y, product, bias));
-      if (!y) continue;
-      if (packed)
-        tr_note_path(t, TR_PATH_EPILOGUE, "bias", 0, "folded into the MatMul (packed weight)");
-      else
-        tr_note_path(t, TR_PATH_MLX_FUSED, "addmm", 0, "folded into the MatMul (addmm)");
-      return tr_out(t, 0, y);
-    }
-    bool done;
-    TR_TRY(op_translate_chain(t, n, &done));
-    if (done) return MX_OK;
     mx_array a = tr_in(t, 0), b = tr_in(t, 1), y;
     TR_TRY(materialise_broadcast(t, &a, b));
     TR_TRY(materialise_broadcast(t, &b, a));
@@ -447,13 +449,16 @@ static int translate_add(tr_ctx *t, const ir_node *n, const op_row *r) {
  * CPU device for float32 (the spelling's inner nodes are translated but never evaluated): Gelu's
  * five nodes, or Swish's x * Sigmoid(x * beta). When only the spelling reads x, the kernel
  * computing x applies it to the rows it has just finished (MiniLM's feed-forward layers), and
- * the node's path note says which of the two it became. */
+ * the node's path note says which of the two it became. The Erf (Sigmoid) inside is noted as
+ * computed by this kernel. */
 typedef struct spelled_activation {
   bool gelu;
   float beta; /* Swish's */
   const char *as_epilogue, *as_kernel; /* path notes */
   const char *kernel;                  /* the path's kernel id */
   unsigned folds;                      /* TR_FOLD_SCALE: Swish's beta */
+  int inside;                          /* the Erf's (Sigmoid's) node index */
+  const char *inside_note;
 } spelled_activation;
 
 static int translate_spelled(tr_ctx *t, int x, const spelled_activation *a) {
@@ -467,33 +472,46 @@ static int translate_spelled(tr_ctx *t, int x, const spelled_activation *a) {
     TR_TRY(a->gelu ? cpu_gelu(t, in, &y) : cpu_swish(t, in, a->beta, &y));
     tr_note_path(t, TR_PATH_HOST_KERNEL, a->kernel, a->folds, a->as_kernel);
   }
+  tr_note_path_of(t, a->inside, TR_PATH_INSIDE, a->kernel, 0, a->inside_note);
   return tr_out_cast(t, 0, y);
 }
 
-static int translate_mul(tr_ctx *t, const ir_node *n, const op_row *r) {
-  bool floats = cpu_kernel_applies(t, tr_in(t, 0));
-  int x = floats ? cpu_match_gelu_input(t, n) : IR_NONE;
-  if (x != IR_NONE && cpu_kernel_applies(t, t->values[x])) {
-    spelled_activation gelu = {
-        true, 0.0f,
-        "last of a Gelu's five nodes: the epilogue of the kernel computing its input (CPU)",
-        "last of a Gelu's five nodes: one host kernel (CPU)", "gelu", 0};
-    return translate_spelled(t, x, &gelu);
+/* Whether the spelling from x runs as a host kernel here: float32 on the CPU device, and no
+ * constant of the spelling wider than x. */
+static bool spelled_applies(tr_ctx *t, int x, int const_rank) {
+  mx_array in = t->values[x];
+  return cpu_kernel_applies(t, tr_in(t, 0)) && in && cpu_kernel_applies(t, in) &&
+         const_rank <= mx_ndim(in);
+}
+
+int op_build_gelu_nodes(tr_ctx *t, const ir_node *n, const op_fusion_match *m, bool *done) {
+  (void)n;
+  const fz_gelu *g = &m->u.gelu;
+  if (!spelled_applies(t, g->x, g->const_rank)) return MX_OK;
+  spelled_activation gelu = {
+      true, 0.0f,
+      "last of a Gelu's five nodes: the epilogue of the kernel computing its input (CPU)",
+      "last of a Gelu's five nodes: one host kernel (CPU)", "gelu", 0, g->erf_node,
+      "inside a Gelu: its last Mul's host kernel computes it"};
+  *done = true;
+  return translate_spelled(t, g->x, &gelu);
+}
+
+int op_build_swish_nodes(tr_ctx *t, const ir_node *n, const op_fusion_match *m, bool *done) {
+  (void)n;
+  const fz_swish *s = &m->u.swish;
+  if (!spelled_applies(t, s->x, s->const_rank)) return MX_OK;
+  spelled_activation swish = {
+      false, s->beta, "Swish, x * Sigmoid(x): the epilogue of the kernel computing x (CPU)",
+      "Swish, x * Sigmoid(x): one host kernel (CPU)", "swish", 0, s->sigmoid_node,
+      "inside a Swish: its Mul's host kernel computes it"};
+  if (s->beta != 1.0f) {
+    swish.as_epilogue = "x * Sigmoid(x * beta): the epilogue of the kernel computing x (CPU)";
+    swish.as_kernel = "x * Sigmoid(x * beta): one host kernel (CPU)";
+    swish.folds = TR_FOLD_SCALE;
   }
-  float beta = 1.0f;
-  x = floats ? cpu_match_swish_input(t, n, &beta) : IR_NONE;
-  if (x != IR_NONE && cpu_kernel_applies(t, t->values[x])) {
-    spelled_activation swish = {
-        false, beta, "Swish, x * Sigmoid(x): the epilogue of the kernel computing x (CPU)",
-        "Swish, x * Sigmoid(x): one host kernel (CPU)", "swish", 0};
-    if (beta != 1.0f) {
-      swish.as_epilogue = "x * Sigmoid(x * beta): the epilogue of the kernel computing x (CPU)";
-      swish.as_kernel = "x * Sigmoid(x * beta): one host kernel (CPU)";
-      swish.folds = TR_FOLD_SCALE;
-    }
-    return translate_spelled(t, x, &swish);
-  }
-  return op_translate_binary(t, n, r);
+  *done = true;
+  return translate_spelled(t, s->x, &swish);
 }
 
 static int translate_where(tr_ctx *t, const ir_node *n, const op_row *r) {
@@ -513,11 +531,11 @@ static int translate_where(tr_ctx *t, const ir_node *n, const op_row *r) {
 
 const op_row ops_elementwise_rows[] = {
     {"", "Add", 7, 14, claim_same_types, translate_add, OP_SHAPELESS, OP_NUMERIC | OP_F64, MX_ADD,
-     "on the CPU device, a MatMul's bias folds into one addmm"},
+     "CPU: a large broadcast float32 operand is copied out to full shape first; anchors the "
+     "layer_norm, bias and chain fusions"},
     BINARY("Sub", 7, 14, MX_SUBTRACT, OP_NUMERIC | OP_F64),
-    {"", "Mul", 7, 14, claim_same_types, translate_mul, OP_SHAPELESS, OP_NUMERIC | OP_F64,
-     MX_MULTIPLY, "on the CPU device, the last Mul of Gelu spelled in five nodes runs them as one "
-     "kernel"},
+    {"", "Mul", 7, 14, claim_same_types, op_translate_binary, OP_SHAPELESS, OP_NUMERIC | OP_F64,
+     MX_MULTIPLY, "anchors the gelu, swish and chain fusions"},
     {"", "Div", 7, 14, claim_same_types, translate_div, OP_SHAPELESS, OP_NUMERIC | OP_F64, MX_DIVIDE,
      "integer division truncates toward zero"},
     {"", "Pow", 7, 15, NULL, translate_pow, OP_SHAPELESS, OP_NUMERIC | OP_F64, MX_POWER, NULL},

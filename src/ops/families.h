@@ -49,9 +49,6 @@ extern const op_row ops_llm_norm_rows[]; /* SimplifiedLayerNormalization, Skip(S
  * its result cast to the declared output type. */
 int op_translate_unary(struct tr_ctx *t, const ir_node *n, const op_row *r);
 int op_translate_binary(struct tr_ctx *t, const ir_node *n, const op_row *r);
-/* When node n ends an elementwise chain with constants (cpu/patterns.h) on the CPU device, sets
- * its output to one host kernel over the chain and *done; otherwise leaves both alone. */
-int op_translate_chain(struct tr_ctx *t, const ir_node *n, bool *done);
 
 /* Claim helpers shared by several families (ops/common.c): a known rank MLX arrays can hold; a
  * shape-valued input (constant, or of known length) of at most cap values. Both decline with

@@ -9,7 +9,7 @@
  */
 #include "cpu/attention.h"
 #include "ops/families.h"
-#include "cpu/patterns.h"
+#include "ops/fusion_match.h"
 #include "cpu/matmul.h"
 #include "plan/translate.h"
 
@@ -60,8 +60,8 @@ static int prepare_matmul(tr_ctx *t, const ir_node *n, const op_row *r) {
 
 /* Whether value v is read by one Transpose alone, one that swaps axes 1 and 2 of four (the heads
  * of attention's output merged back next to its rows), and is no graph output. */
-static bool read_by_head_merge(const tr_ctx *t, int v) {
-  const ir_node *r = cpu_match_only_reader(t, v);
+static bool read_by_head_merge(const ir_graph *g, int v) {
+  const ir_node *r = fz_only_reader(g, v);
   const ir_attr *perm = r ? ir_find_attr(r, "perm") : NULL;
   static const int64_t swap12[4] = {0, 2, 1, 3};
   return perm && strcmp(r->op_type, "Transpose") == 0 && r->domain[0] == 0 &&
@@ -69,10 +69,30 @@ static bool read_by_head_merge(const tr_ctx *t, int v) {
          memcmp(perm->ints, swap12, sizeof swap12) == 0;
 }
 
-/* The node ends attention spelled in nodes (cpu/patterns.c) that one host kernel runs. */
-static bool attention_at(tr_ctx *t, const ir_node *n, cpu_match_attention *at) {
-  return cpu_match_attention_of(t, n, at) &&
-         cpu_attention_applies(t, t->values[at->q], t->values[at->kt], tr_in(t, 1));
+/* The MatMul that ends attention spelled in nodes (the fusion table's attention) as one host
+ * kernel, unless the product has a packed weight (its own kernel then) or the live operands do
+ * not suit the kernel (cpu_attention_applies). */
+int op_build_attention_nodes(tr_ctx *t, const ir_node *n, const op_fusion_match *m, bool *done) {
+  const fz_attention *at = &m->u.attention;
+  mx_array a = tr_in(t, 0), b = tr_in(t, 1), packed = tr_derived(t, 0), x, y;
+  if (mx_ndim(a) == 0 || mx_ndim(b) == 0 || cpu_matmul_applies(t, a, b, packed)) return MX_OK;
+  x = t->values[at->softmax.input];
+  if (!x || (at->need_rank >= 0 && mx_ndim(x) != at->need_rank)) return MX_OK;
+  fz_softmax_input in;
+  fz_softmax_input_live(&at->softmax, t->values, t->const_values, t->mx, &in);
+  const ir_node *mm = fz_attention_product(t->g, in.scores);
+  mx_array q = mm ? t->values[mm->inputs[0]] : NULL, kt = mm ? t->values[mm->inputs[1]] : NULL;
+  if (!q || !kt || !cpu_attention_applies(t, q, kt, b)) return MX_OK;
+  bool merge = read_by_head_merge(t->g, n->outputs[0]);
+  mx_array mask = in.mask != IR_NONE ? t->values[in.mask] : NULL;
+  TR_TRY(cpu_attention_build(t, q, kt, b, mask, in.scale, merge, &y));
+  if (merge)
+    tr_note_path(t, TR_PATH_HOST_KERNEL, "attention", TR_FOLD_MERGE_HEADS,
+                 "attention in one kernel, heads merged (CPU)");
+  else
+    tr_note_path(t, TR_PATH_HOST_KERNEL, "attention", 0, "attention in one kernel (CPU)");
+  *done = true;
+  return tr_out(t, 0, y);
 }
 
 static int translate_matmul(tr_ctx *t, const ir_node *n, const op_row *r) {
@@ -82,19 +102,6 @@ static int translate_matmul(tr_ctx *t, const ir_node *n, const op_row *r) {
   if (cpu_matmul_applies(t, a, b, packed)) {
     TR_TRY(cpu_matmul_build(t, a, b, packed, NULL, &y));
     tr_note_path(t, TR_PATH_HOST_KERNEL, "matmul_packed", 0, "packed weight (CPU)");
-    return tr_out(t, 0, y);
-  }
-  cpu_match_attention at;
-  if (attention_at(t, n, &at)) {
-    bool merge = read_by_head_merge(t, n->outputs[0]);
-    mx_array mask = at.mask != IR_NONE ? t->values[at.mask] : NULL;
-    TR_TRY(cpu_attention_build(t, t->values[at.q], t->values[at.kt], b, mask, at.scale, merge,
-                               &y));
-    if (merge)
-      tr_note_path(t, TR_PATH_HOST_KERNEL, "attention", TR_FOLD_MERGE_HEADS,
-                   "attention in one kernel, heads merged (CPU)");
-    else
-      tr_note_path(t, TR_PATH_HOST_KERNEL, "attention", 0, "attention in one kernel (CPU)");
     return tr_out(t, 0, y);
   }
   if (cpu_matmul_batched_applies(t, a, b)) {

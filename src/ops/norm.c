@@ -16,7 +16,7 @@
  */
 #include "ops/families.h"
 #include "cpu/math.h"
-#include "cpu/patterns.h"
+#include "ops/fusion_match.h"
 #include "plan/translate.h"
 
 #include <math.h>
@@ -116,6 +116,37 @@ static bool claim_layer_norm(const ir_graph *g, const ir_node *n, const op_row *
   return claim_trailing_axis(g, n, why) && op_all_same_type(g, n, why);
 }
 
+static bool same_shape(mx_array a, mx_array b) {
+  if (!a || !b || mx_ndim(a) != mx_ndim(b)) return false;
+  for (int i = 0; i < mx_ndim(a); i++)
+    if (mx_shape(a)[i] != mx_shape(b)[i]) return false;
+  return true;
+}
+
+/* LayerNormalization over the last axis of x = a + b, the residual sum (the fusion table's
+ * residual), on the CPU device for float32 a and b of x's shape: the host kernel adds them
+ * itself. Declines wherever the translator would not take its host kernel. */
+int op_build_residual_layer_norm(tr_ctx *t, const ir_node *n, const op_fusion_match *m,
+                                 bool *done) {
+  mx_array x = tr_in(t, 0), scale = tr_in(t, 1), bias = tr_in(t, 2), y;
+  mx_array a = t->values[m->u.sum.a], b = t->values[m->u.sum.b];
+  int rank = mx_ndim(x);
+  int64_t axis = ir_attr_int(n, "axis", -1);
+  if (axis < 0) axis += rank;
+  if (rank == 0 || axis != rank - 1 || !fast_path_ok(t, n, rank, rank - 1) ||
+      !cpu_kernel_applies(t, x) || mx_dim(scale, 0) != mx_dim(x, -1) ||
+      (bias && mx_dim(bias, 0) != mx_dim(x, -1)))
+    return MX_OK;
+  if (!a || !b || mx_dtype_of(a) != MX_FLOAT32 || mx_dtype_of(b) != MX_FLOAT32 ||
+      !same_shape(a, x) || !same_shape(b, x))
+    return MX_OK;
+  TR_TRY(cpu_layer_norm_last(t, a, b, scale, bias, ir_attr_float(n, "epsilon", 1e-5f), &y));
+  tr_note_path(t, TR_PATH_HOST_KERNEL, "layer_norm", TR_FOLD_RESIDUAL,
+               "host kernel, the Add before it folded in (CPU)");
+  *done = true;
+  return cast_to(t, 0, y);
+}
+
 static int translate_layer_norm(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)r;
   mx_array x = tr_in(t, 0), scale = tr_in(t, 1), bias = tr_in(t, 2), y;
@@ -127,12 +158,8 @@ static int translate_layer_norm(tr_ctx *t, const ir_node *n, const op_row *r) {
     int cols = mx_dim(x, -1);
     if (cpu_kernel_applies(t, x) && mx_dim(scale, 0) == cols &&
         (!bias || mx_dim(bias, 0) == cols)) {
-      int a, b; /* x = a + b, the residual sum: the kernel adds them itself */
-      bool sum = cpu_match_sum_of(t, n->inputs[0], &a, &b);
-      TR_TRY(cpu_layer_norm_last(t, sum ? t->values[a] : x, sum ? t->values[b] : NULL, scale, bias,
-                                eps, &y));
-      tr_note_path(t, TR_PATH_HOST_KERNEL, "layer_norm", sum ? TR_FOLD_RESIDUAL : 0,
-                   sum ? "host kernel, the Add before it folded in (CPU)" : "host kernel (CPU)");
+      TR_TRY(cpu_layer_norm_last(t, x, NULL, scale, bias, eps, &y));
+      tr_note_path(t, TR_PATH_HOST_KERNEL, "layer_norm", 0, "host kernel (CPU)");
     } else {
       TR_TRY(mx_layer_norm(t->mx, &y, x, scale, bias, eps));
     }

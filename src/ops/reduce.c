@@ -539,17 +539,6 @@ static int translate_topk(tr_ctx *t, const ir_node *n, const op_row *r) {
 #define HOST_READ_NOTE(what) \
   what " is read on the host: free when constant; a computed " what " makes the group eager " \
        "for that read"
-/* A float32 mean that keeps its dims may open layer normalisation's nine-node spelling, which
- * the CPU device runs as one host kernel (cpu/patterns.h), built for concrete shapes. */
-static op_compile_class mean_class(const ir_graph *g, const ir_node *n) {
-  const ir_value *x = ir_input(g, n, 0);
-  return x && x->elem_type == IR_FLOAT && ir_attr_int(n, "keepdims", 1) != 0 ? OP_SHAPELESS_GPU
-                                                                             : OP_SHAPELESS;
-}
-
-#define LAYER_NORM_NOTE                                                                     \
-  "CPU, float32: layer normalisation spelled in nine nodes (ReduceMean, Sub, Pow, ReduceMean, " \
-  "Add, Sqrt, Div, Mul, Add) is one host kernel (so float32 with dims kept is shape-keyed there)"
 #define ATTR_ROW(name, lo, hi, op, types) \
   {"", name, lo, hi, claim_reduce_attr, translate_reduce_attr, OP_SHAPELESS, types, op, \
    "axes attribute"}
@@ -567,13 +556,8 @@ static op_compile_class mean_class(const ir_graph *g, const ir_node *n) {
 const op_row ops_reduce_rows[] = {
     ATTR_ROW("ReduceSum", 1, 12, MX_SUM, SUM_TYPES | OP_F64),
     INPUT_ROW("ReduceSum", 13, 13, MX_SUM, SUM_TYPES | OP_F64),
-    /* float32 with dims kept: shape-keyed on the CPU device, where layer normalisation spelled
-     * in nodes takes a host kernel (mean_class) */
-    {"", "ReduceMean", 1, 17, claim_reduce_attr, translate_reduce_attr, OP_SHAPELESS_GPU,
-     SUM_TYPES | OP_F64, MX_MEAN, "axes attribute; " LAYER_NORM_NOTE, mean_class},
-    {"", "ReduceMean", 18, 18, claim_reduce_input, translate_reduce_input, OP_SHAPELESS_GPU,
-     SUM_TYPES | OP_F64, MX_MEAN, HOST_READ_NOTE("the axes input") "; " LAYER_NORM_NOTE,
-     mean_class},
+    ATTR_ROW("ReduceMean", 1, 17, MX_MEAN, SUM_TYPES | OP_F64),
+    INPUT_ROW("ReduceMean", 18, 18, MX_MEAN, SUM_TYPES | OP_F64),
     ATTR_ROW("ReduceMax", 1, 17, MX_MAX, MAX_TYPES | OP_F64),
     INPUT_ROW("ReduceMax", 18, 19, MX_MAX, MAX_TYPES | OP_F64),
     INPUT_ROW("ReduceMax", 20, 20, MX_MAX, MAX_TYPES | OP_F64 | OP_T(IR_BOOL)),

@@ -20,7 +20,7 @@
  */
 #include "ops/families.h"
 #include "cpu/math.h"
-#include "cpu/patterns.h"
+#include "ops/fusion_match.h"
 #include "ops/lowbit.h"
 #include "plan/translate.h"
 
@@ -259,20 +259,6 @@ static bool claim_concat(const ir_graph *g, const ir_node *n, const op_row *r, o
   return op_all_same_type(g, n, why);
 }
 
-/* Whether a Concat along axis 1 of float32 parts of rank 3-5 feeds a convolution alone on the
- * CPU device, whose host kernels read channels-last input: the concatenation is then written
- * channels-last (below), which the convolution reads in place. Written channels-first, the
- * convolution gathered each position's channels from planes apart (PP-OCRv4 rec's neck: a
- * 960-channel Concat before a 1x3 convolution, 0.18 ms of copy and 0.29 ms of im2col). */
-static bool concat_channels_last_pays(tr_ctx *t, const ir_node *n, mx_array first, int axis) {
-  const ir_node *reader = cpu_match_only_reader(t, n->outputs[0]);
-  int rank = mx_ndim(first);
-  return t->mx->device == MX_DEVICE_CPU && cpu_host_kernels_enabled() && axis == 1 && rank >= 3 &&
-         rank <= 5 && mx_dtype_of(first) == MX_FLOAT32 && reader &&
-         strcmp(reader->op_type, "Conv") == 0 && reader->domain[0] == 0 &&
-         reader->inputs[0] == n->outputs[0];
-}
-
 /* The parts joined along the channel axis 1 in a channels-last buffer: each part seen as
  * [N, spatial..., C] (a view), joined along the last axis, and the result seen as
  * [N, C, spatial...] again (a view over that buffer). The same values as a plain join. */
@@ -288,6 +274,36 @@ static int concat_channels_last(tr_ctx *t, mx_array *parts, int count, mx_array 
   return mx_transpose(t->mx, y, *y, to_first, rank);
 }
 
+/* A Concat along axis 1 of float32 parts of rank 3-5 that a convolution alone reads (the fusion
+ * table's concat_channels_last) on the CPU device, whose host kernels read channels-last input:
+ * joined channels-last (above), which the convolution reads in place. Written channels-first,
+ * the convolution gathered each position's channels from planes apart (PP-OCRv4 rec's neck: a
+ * 960-channel Concat before a 1x3 convolution, 0.18 ms of copy and 0.29 ms of im2col). */
+int op_build_concat_channels_last(tr_ctx *t, const ir_node *n, const op_fusion_match *m,
+                                  bool *done) {
+  (void)m;
+  int count = 0;
+  mx_array y, first = NULL;
+  for (int i = 0; i < n->n_inputs && !first; i++) first = tr_in(t, i);
+  int rank = first ? mx_ndim(first) : 0;
+  int64_t axis = ir_attr_int(n, "axis", 0);
+  if (axis < 0) axis += rank;
+  if (!first || t->mx->device != MX_DEVICE_CPU || !cpu_host_kernels_enabled() || axis != 1 ||
+      rank < 3 || rank > 5 || mx_dtype_of(first) != MX_FLOAT32)
+    return MX_OK;
+  mx_array *parts = malloc(sizeof(mx_array) * ((size_t)n->n_inputs + 1));
+  if (!parts) return tr_fail(t, "out of memory");
+  for (int i = 0; i < n->n_inputs; i++)
+    if (tr_in(t, i)) parts[count++] = tr_in(t, i);
+  int rc = concat_channels_last(t, parts, count, &y);
+  free(parts);
+  TR_TRY(rc);
+  tr_note_path(t, TR_PATH_COMPOSED, "concat_channels_last", 0,
+               "joined channels-last for the convolution (CPU)");
+  *done = true;
+  return tr_out(t, 0, y);
+}
+
 static int translate_concat(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)r;
   int count = 0, axis;
@@ -297,14 +313,7 @@ static int translate_concat(tr_ctx *t, const ir_node *n, const op_row *r) {
     if (tr_in(t, i)) parts[count++] = tr_in(t, i);
   int rc = count ? tr_axis(t, ir_attr_int(n, "axis", 0), mx_ndim(parts[0]), &axis)
                  : tr_fail(t, "Concat has no inputs");
-  if (rc == MX_OK && concat_channels_last_pays(t, n, parts[0], axis)) {
-    rc = concat_channels_last(t, parts, count, &y);
-    if (rc == MX_OK)
-      tr_note_path(t, TR_PATH_COMPOSED, "concat_channels_last", 0,
-                   "joined channels-last for the convolution (CPU)");
-  } else if (rc == MX_OK) {
-    rc = mx_concatenate(t->mx, &y, parts, (size_t)count, axis);
-  }
+  if (rc == MX_OK) rc = mx_concatenate(t->mx, &y, parts, (size_t)count, axis);
   free(parts);
   TR_TRY(rc);
   return tr_out(t, 0, y);

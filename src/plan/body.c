@@ -2,12 +2,13 @@
  * Control-flow subgraphs (the branches of If, the bodies of Loop and Scan) inside a plan. At plan
  * build each subgraph becomes a plan_body: its nodes' registry rows found once in a topological
  * order, its constants converted to MLX arrays once, prepare hooks run, and every outer-scope
- * value it reads located in the enclosing graph by name; bodies of nested control-flow nodes are
- * built the same way. At run time the control-flow translators call tr_run_body, which
+ * value it reads located in the enclosing graph by name, the fusion table run over it; bodies
+ * of nested control-flow nodes are built the same way. At run time the control-flow translators call tr_run_body, which
  * translates the body's nodes into the same lazy MLX graph with a values table of the body's
  * own, so unrolling a loop is just translating its body once per iteration.
  */
 #include "ir/partition.h"
+#include "ops/fusions.h"
 #include "plan/plan_internal.h"
 
 #include <stdio.h>
@@ -25,6 +26,7 @@ static void body_free(plan_body *b) {
   free(b->derived);
   free(b->node_paths);
   free(b->outer);
+  op_fusions_free(b->fusions);
   free(b);
 }
 
@@ -56,8 +58,24 @@ static int prepare_body(plan_body *b, mx_ctx *ctx, char *err, size_t len) {
   return MX_OK;
 }
 
-static int body_build(const ir_graph *enclosing, const ir_subgraph *s, mx_ctx *ctx,
-                      bool fast_kernels, plan_body **out, char *err, size_t len) {
+/* Runs the fusion table over b's graph, its constants seen with the enclosing graph's
+ * (outer-scope values the body reads) beside its own; *view receives that table, which the
+ * body's own bodies then see as their enclosing constants (the caller frees it). */
+static int body_fusions(plan_body *b, const mx_array *enclosing_consts, mx_ctx *ctx,
+                        mx_array **view) {
+  const ir_graph *g = b->g;
+  *view = calloc((size_t)g->n_values + 1, sizeof(mx_array));
+  if (!*view) return MX_ERR_NOMEM;
+  for (int v = 0; v < g->n_values; v++)
+    (*view)[v] = b->const_values[v]           ? b->const_values[v]
+                 : b->outer[v] != IR_NONE && enclosing_consts ? enclosing_consts[b->outer[v]]
+                                                              : NULL;
+  return op_fusions_find(g, *view, NULL, ctx, ctx->device, NULL, &b->fusions);
+}
+
+static int body_build(const ir_graph *enclosing, const mx_array *enclosing_consts,
+                      const ir_subgraph *s, mx_ctx *ctx, bool fast_kernels, plan_body **out,
+                      char *err, size_t len) {
   const ir_graph *g = s->graph;
   int n = g->n_nodes;
   plan_body *b = calloc(1, sizeof *b);
@@ -74,6 +92,7 @@ static int body_build(const ir_graph *enclosing, const ir_subgraph *s, mx_ctx *c
   b->sub = calloc((size_t)n + 1, sizeof(*b->sub));
   bool *all = calloc((size_t)n + 1, sizeof(bool));
   int *groups = calloc((size_t)n + 1, sizeof(int));
+  mx_array *consts = NULL;
   int rc = MX_ERR_NOMEM;
   if (!b->order || !b->rows || !b->const_values || !b->derived || !b->node_paths || !b->outer ||
       !b->sub || !all || !groups) {
@@ -106,24 +125,29 @@ static int body_build(const ir_graph *enclosing, const ir_subgraph *s, mx_ctx *c
     }
   }
   rc = plan_load_constants((ir_graph *)g, b->const_values, ctx, err, len);
+  if (rc == MX_OK && body_fusions(b, enclosing_consts, ctx, &consts) != MX_OK) {
+    snprintf(err, len, "out of memory");
+    rc = MX_ERR_NOMEM;
+  }
   for (int i = 0; rc == MX_OK && i < n; i++)
-    rc = plan_bodies_build(g, &g->nodes[i], ctx, fast_kernels, &b->sub[i], err, len);
+    rc = plan_bodies_build(g, consts, &g->nodes[i], ctx, fast_kernels, &b->sub[i], err, len);
   if (rc == MX_OK) rc = prepare_body(b, ctx, err, len);
 done:
+  free(consts);
   free(all);
   free(groups);
   return rc;
 }
 
-int plan_bodies_build(const ir_graph *g, const ir_node *n, mx_ctx *ctx, bool fast_kernels,
-                      plan_body ***out, char *err, size_t len) {
+int plan_bodies_build(const ir_graph *g, const mx_array *consts, const ir_node *n, mx_ctx *ctx,
+                      bool fast_kernels, plan_body ***out, char *err, size_t len) {
   *out = NULL;
   if (!n->n_subgraphs) return MX_OK;
   plan_body **bodies = calloc((size_t)n->n_subgraphs, sizeof *bodies);
   if (!bodies) return snprintf(err, len, "out of memory"), MX_ERR_NOMEM;
   *out = bodies;
   for (int k = 0; k < n->n_subgraphs; k++) {
-    int rc = body_build(g, &n->subgraphs[k], ctx, fast_kernels, &bodies[k], err, len);
+    int rc = body_build(g, consts, &n->subgraphs[k], ctx, fast_kernels, &bodies[k], err, len);
     if (rc != MX_OK) return rc; /* the caller frees what was built */
   }
   return MX_OK;
@@ -163,12 +187,12 @@ static int translate_body(tr_ctx *t, const plan_body *b, mx_array *values, const
       return tr_fail(t, "unrolling its subgraphs translates more than %d nodes in one run",
                      TR_BODY_NODE_CAP);
     tr_ctx sub = {.mx = t->mx, .g = g, .values = values, .const_values = known, .node = n,
-                  .checks = t->checks, .path_note = &b->node_paths[i],
+                  .checks = t->checks, .path_note = &b->node_paths[i], .paths = b->node_paths,
                   .fast_kernels = t->fast_kernels, .trace = t->trace,
                   .derived = &b->derived[(size_t)i * TR_DERIVED_SLOTS], .bodies = b->sub[i],
                   .body_nodes = t->body_nodes};
     t->mx->error[0] = 0;
-    int rc = b->rows[i]->translate(&sub, n, b->rows[i]);
+    int rc = plan_translate_with(&sub, b->fusions, i, b->rows[i]);
     t->host_reads += sub.host_reads;
     t->body_nodes = sub.body_nodes;
     if (rc != MX_OK) return body_error(t, b, n, rc);

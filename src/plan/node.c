@@ -1,12 +1,13 @@
 /*
  * The per-node steps that building a plan (plan.c), its control-flow bodies (body.c) and running
- * it (run.c) share: constants converted into MLX arrays, one node translated with its name and
- * op in any error, run-time checks verified, shape conversion. Nothing here calls up into those
- * files, so plan/ has one direction: translate.c, node.c and cache.c below; body.c; plan.c
- * (build); run.c (run).
+ * it (run.c) share: constants converted into MLX arrays, one node translated (through the
+ * fusions anchored there, else its row) with its name and op in any error, run-time checks
+ * verified, shape conversion. Nothing here calls up into those files, so plan/ has one
+ * direction: translate.c, node.c and cache.c below; body.c; plan.c (build); run.c (run).
  */
 #include "plan/plan_internal.h"
 #include "plan/packed.h"
+#include "ops/fusions.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +62,7 @@ int plan_translate_node(const plan *p, mx_ctx *ctx, mx_array *values, const mx_a
   const ir_node *n = &p->g->nodes[index];
   tr_ctx t = {.mx = ctx, .g = p->g, .values = values, .const_values = known,
               .node = n, .checks = checks, .path_note = &p->node_paths[index],
+              .paths = p->node_paths,
               .fast_kernels = p->fast_kernels, .trace = (tr_trace)p->tracing,
               .derived = &p->derived[(size_t)index * TR_DERIVED_SLOTS], .seqs = seqs,
               .bodies = p->bodies[index]};
@@ -71,7 +73,7 @@ int plan_translate_node(const plan *p, mx_ctx *ctx, mx_array *values, const mx_a
                n->op_type, i, p->g->values[n->inputs[i]].name);
       return MX_ERR_ARG;
     }
-  int rc = p->rows[index]->translate(&t, n, p->rows[index]);
+  int rc = plan_translate_with(&t, p->fusions, index, p->rows[index]);
   *host_reads += t.host_reads;
   if (rc != MX_OK) {
     snprintf(err, len, "node '%s' (%s): %s", n->name, n->op_type,
@@ -84,6 +86,12 @@ int plan_translate_node(const plan *p, mx_ctx *ctx, mx_array *values, const mx_a
       return MX_ERR_ARG;
     }
   return MX_OK;
+}
+
+int plan_translate_with(tr_ctx *t, const struct op_fusions *fusions, int index,
+                        const op_row *row) {
+  return fusions ? op_fusions_translate(t, fusions, index, row)
+                 : row->translate(t, t->node, row);
 }
 
 /* Evaluates the run-time checks and fails on the first that does not hold. */

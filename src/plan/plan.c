@@ -1,7 +1,8 @@
 /*
  * Builds plans (see plan.h): take ownership of the group's snapshot, order its nodes, find each
  * node's registry row, copy constant initializers into MLX arrays, fold nodes whose inputs are
- * all constant, and choose the compile path from the rows' compile classes. Running lives in
+ * all constant, run the fusion table over the rest (ops/fusions.h), and choose the compile path
+ * from the nodes' compile classes. Running lives in
  * run.c; the per-node translation step both share lives in node.c, the compile cache in cache.c.
  */
 #include "plan/plan.h"
@@ -9,6 +10,7 @@
 #include "ir/partition.h"
 #include "plan/plan_internal.h"
 #include "plan/packed.h"
+#include "ops/fusions.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,6 +102,34 @@ static void mark_shape_nodes(plan *p) {
       if (n->outputs[o] != IR_NONE) derived[n->outputs[o]] = true;
   }
   free(derived);
+}
+
+/* The fusion table's pass (ops/fusions.h), once the constants are known: each anchor's
+ * matches, and the compile class a matched anchor needs (a host kernel on the CPU device is
+ * built for concrete shapes). The values shape nodes compute are known to keyed variants. */
+static int find_fusions(plan *p, mx_ctx *ctx, const plan_config *cfg, char *err, size_t len) {
+  bool *from_shapes = calloc((size_t)p->g->n_values + 1, sizeof(bool));
+  if (!from_shapes) {
+    snprintf(err, len, "out of memory while matching fused patterns");
+    return MX_ERR_NOMEM;
+  }
+  for (int i = 0; i < p->g->n_nodes; i++)
+    for (int o = 0; p->shape_node[i] && o < p->g->nodes[i].n_outputs; o++)
+      if (p->g->nodes[i].outputs[o] != IR_NONE) from_shapes[p->g->nodes[i].outputs[o]] = true;
+  int rc = op_fusions_find(p->g, p->const_values, from_shapes, ctx, p->device, p->folded,
+                           &p->fusions);
+  free(from_shapes);
+  if (rc != MX_OK) {
+    snprintf(err, len, "out of memory while matching fused patterns");
+    return rc;
+  }
+  for (int i = 0; p->fusions && i < p->g->n_nodes; i++) {
+    op_compile_class c = op_fusions_anchor_class(p->fusions, i);
+    if (c == OP_SHAPELESS_GPU) /* as the rows' classes are mapped in plan_build */
+      c = p->device == MX_DEVICE_CPU && cfg->host_kernels ? OP_SHAPE_KEYED : OP_SHAPELESS;
+    if (c > p->classes[i]) p->classes[i] = c;
+  }
+  return MX_OK;
 }
 
 /* The values keying a keyed plan's variants besides shapes (OP_VALUE_KEYED nodes' key inputs,
@@ -243,11 +273,13 @@ int plan_build(const ir_graph *snapshot, const char *name, const plan_config *cf
   mx_ctx ctx = {.arena = p->consts, .device = device};
   rc = plan_load_constants(p->g, p->const_values, &ctx, err, len);
   for (int i = 0; rc == MX_OK && i < n; i++)
-    rc = plan_bodies_build(p->g, &p->g->nodes[i], &ctx, p->fast_kernels, &p->bodies[i], err, len);
+    rc = plan_bodies_build(p->g, p->const_values, &p->g->nodes[i], &ctx, p->fast_kernels,
+                           &p->bodies[i], err, len);
   if (rc == MX_OK) rc = fold_constants(p, &ctx, err, len);
   if (rc == MX_OK) rc = prepare_nodes(p, &ctx, err, len);
+  if (rc == MX_OK) mark_shape_nodes(p);
+  if (rc == MX_OK) rc = find_fusions(p, &ctx, cfg, err, len);
   if (rc != MX_OK) goto fail;
-  mark_shape_nodes(p);
   choose_path(p, cfg);
   if (p->path == PLAN_KEYED) find_keys(p);
   free(all);
@@ -264,6 +296,7 @@ fail:
 void plan_free(plan *p) {
   if (!p) return;
   plan_cache_clear(p);
+  op_fusions_free(p->fusions);
   for (int i = 0; p->bodies && p->g && i < p->g->n_nodes; i++)
     plan_bodies_free(p->bodies[i], p->g->nodes[i].n_subgraphs);
   free(p->bodies);

@@ -103,6 +103,7 @@ typedef struct plan {
   tr_node_path *node_paths;   /* per node: which kernel path its translator last reported */
   mx_array *derived;         /* per node, TR_DERIVED_SLOTS values its row prepared at build */
   struct plan_body ***bodies; /* per node: its subgraphs made ready (control flow), or NULL */
+  struct op_fusions *fusions; /* the fusion table's matches, per anchor (NULL when none) */
   mx_arena *consts;
   mx_array *const_values; /* per value; NULL unless constant */
   mx_device device;

@@ -22,12 +22,15 @@ typedef struct plan_body {
   mx_array *derived;      /* per node, TR_DERIVED_SLOTS */
   tr_node_path *node_paths;
   int *outer;             /* per value: its index in the enclosing graph, or IR_NONE */
+  struct op_fusions *fusions; /* the fusion table's matches in g (NULL when none) */
   struct plan_body ***sub; /* per node: one body per subgraph, or NULL */
 } plan_body;
 
-/* Builds the bodies of node n of g (NULL *out when it has none), constants into ctx's arena. */
-int plan_bodies_build(const ir_graph *g, const ir_node *n, mx_ctx *ctx, bool fast_kernels,
-                      plan_body ***out, char *err, size_t len);
+/* Builds the bodies of node n of g (NULL *out when it has none), constants into ctx's arena.
+ * consts: g's constants (per value), which the bodies' fusion matchers see as outer-scope
+ * constants. */
+int plan_bodies_build(const ir_graph *g, const mx_array *consts, const ir_node *n, mx_ctx *ctx,
+                      bool fast_kernels, plan_body ***out, char *err, size_t len);
 void plan_bodies_free(plan_body **bodies, int count);
 /* Converts g's constant initializers into MLX arrays (const_values, per value) once. */
 int plan_load_constants(ir_graph *g, mx_array *const_values, mx_ctx *ctx, char *err, size_t len);
@@ -41,6 +44,9 @@ int plan_translate_node(const plan *p, mx_ctx *ctx, mx_array *values, const mx_a
 /* Whether a node has a sequence or optional input or output: such nodes are never folded into
  * constants nor computed from shapes alone (constants and shape values are plain arrays). */
 bool plan_node_touches_container(const ir_graph *g, const ir_node *n);
+/* Translates node `index` of t->g through the fusions anchored there, or its row (node.c). */
+int plan_translate_with(tr_ctx *t, const struct op_fusions *fusions, int index,
+                        const op_row *row);
 int plan_verify_checks(mx_ctx *ctx, tr_checks *checks, char *err, size_t len);
 int plan_dims_to_int(const int64_t *dims, int rank, int *shape);
 /* cache.c */

@@ -141,6 +141,12 @@ void tr_note_path(tr_ctx *t, tr_path_kind kind, const char *kernel, unsigned fol
   if (t->path_note) *t->path_note = (tr_node_path){kind, kernel, folds, note};
 }
 
+void tr_note_path_of(tr_ctx *t, int node, tr_path_kind kind, const char *kernel, unsigned folds,
+                     const char *note) {
+  if (t->paths && node >= 0 && node < t->g->n_nodes)
+    t->paths[node] = (tr_node_path){kind, kernel, folds, note};
+}
+
 const char *tr_path_kind_name(tr_path_kind kind) {
   switch (kind) {
     case TR_PATH_HOST_KERNEL: return "host_kernel";

@@ -66,6 +66,7 @@ typedef struct tr_ctx {
   unsigned host_reads; /* how many non-constant values were read on the host */
   tr_checks *checks;   /* where tr_check_that records run-time checks */
   tr_node_path *path_note; /* where tr_note_path records the node's kernel path */
+  tr_node_path *paths;     /* per node of g: where tr_note_path_of records another node's */
   bool fast_kernels;      /* custom kernels allowed
                            * (off: ONNXRUNTIME_EP_MLX_NO_LINEAR_ATTENTION_SCAN) */
   mx_array *derived;      /* this node's TR_DERIVED_SLOTS values prepared at plan build */
@@ -113,6 +114,10 @@ int tr_check_that(tr_ctx *t, mx_array ok, const char *fmt, ...)
  * summary. kernel and note must be string literals (or NULL kernel). */
 void tr_note_path(tr_ctx *t, tr_path_kind kind, const char *kernel, unsigned folds,
                   const char *note);
+/* The same for node `node` of t->g: a fusion's build notes a covered node whose own note would
+ * mislead (an Erf inside a Gelu that the Gelu's kernel computes). */
+void tr_note_path_of(tr_ctx *t, int node, tr_path_kind kind, const char *kernel, unsigned folds,
+                     const char *note);
 /* Values a row's prepare hook computed once from constant inputs (NULL when none was kept). */
 mx_array tr_derived(const tr_ctx *t, int slot);
 /* In a prepare hook: evaluates `a` and keeps it in the plan under `slot`. */

@@ -5,9 +5,9 @@ vector and rows that end in a remainder, single rows and enough rows to split ov
 extreme values (exp's clamps, erf's two branches, signed zeros, infinities and NaN). With
 ONNXRUNTIME_EP_MLX_NO_HOST_MATH=1 the same nodes take the composed path again, and the two agree
 to float32 rounding (the host forms fuse multiply-adds where the processor has FMA). Chains one
-kernel replaces whole (src/cpu/patterns.c): Gelu's five-node spelling in its forms, Swish
-as x * Sigmoid(x), layer normalisation's nine-node spelling, a Softmax with its scale and mask
-folded in, and look-alikes that must stay node by node."""
+kernel replaces whole (the fusion table, src/ops/fusions.c): Gelu's five-node spelling in its
+forms, Swish as x * Sigmoid(x), layer normalisation's nine-node spelling, a Softmax with its
+scale and mask folded in, and look-alikes that must stay node by node."""
 import json
 import math
 import os
@@ -205,7 +205,7 @@ def test_switched_off_composes_and_agrees(tmp_path):
     np.testing.assert_allclose(on[2], off[2], rtol=2e-6, atol=1e-6)  # layer norm: MLX's kernel
 
 
-# --- chains one kernel replaces (src/cpu/patterns.c) ------------------------------------
+# --- chains one kernel replaces (the fusion table, src/ops/fusions.c) ------------------------------------
 GELU_TAIL = host("gelu")  # the last Mul
 GELU_INNER = ("inside", "gelu", ())  # the Erf: the last Mul's kernel computes it
 
@@ -296,6 +296,23 @@ def test_softmax_folds_scale_and_mask(op, scale, mask):
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-7)
     folds = ("scale",) * (op is not None) + ("mask",) * (mask is not None)
     assert node_path(rec, "n") == host("softmax", *folds), node_paths(rec)
+
+
+def test_softmax_folds_a_scale_computed_from_shapes():
+    """scores / sqrt(d), d read from the input's shape (as exporters write the scale of
+    attention with dynamic shapes): the scale is known in the keyed trace, and folds in."""
+    nodes = [helper.make_node("Shape", ["s"], ["shp"], name="shape"),
+             helper.make_node("Gather", ["shp", "last"], ["d"], name="d"),
+             helper.make_node("Cast", ["d"], ["df"], name="df", to=TP.FLOAT),
+             helper.make_node("Sqrt", ["df"], ["r"], name="r"),
+             helper.make_node("Div", ["s", "r"], ["p"], name="scale"),
+             helper.make_node("Softmax", ["p"], ["y"], name="n", axis=-1)]
+    model = make_model(nodes, [("s", TP.FLOAT, ["B", 3, 40, 40])], [("y", TP.FLOAT, None)],
+                       initializers=[("last", np.array(3, np.int64))], opset=13)
+    feeds = {"s": rand((2, 3, 40, 40), low=-20, high=20, seed=17)}
+    got, ref, rec = harness.run_with_paths(model, feeds, optimize=False)
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-7)
+    assert node_path(rec, "n") == host("softmax", "scale"), node_paths(rec)
 
 
 def test_softmax_mask_broadcast_over_columns_is_not_folded():
@@ -638,6 +655,34 @@ def test_layer_norm_lookalikes_stay_separate(case):
     for g, r in zip(got, ref):
         np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5)
     assert LN_TAIL not in node_paths(rec).values(), node_paths(rec)
+
+
+def test_layer_norm_spelling_keys_its_anchor():
+    """The fusion pass makes the spelling's last Add shape-keyed on the CPU device (its host
+    kernel is built for concrete shapes), found with the batch dimension symbolic; the means
+    inside it are shapeless rows of their own."""
+    model = make_model(layer_norm_nodes(13), [("x", TP.FLOAT, ["N", 40, 120])],
+                       [("y", TP.FLOAT, None)], initializers=layer_norm_consts(120), opset=13)
+    x = rand((3, 40, 120), low=-3, high=5, seed=29)
+    got, ref, rec = harness.run_with_paths(model, {"x": x}, optimize=False)
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-5)
+    assert node_path(rec, "n") == LN_TAIL, node_paths(rec)
+    (g,) = rec["groups"]
+    assert g["path"] == "keyed" and g["decided_by"]["node"] == "n", g
+
+
+def test_mean_outside_a_layer_norm_stays_shapeless():
+    """A float32 mean that keeps its dims but opens no layer normalisation leaves the group
+    shapeless."""
+    nodes = [helper.make_node("ReduceMean", ["x"], ["m"], name="m", axes=[-1]),
+             helper.make_node("Sub", ["x", "m"], ["d"], name="d"),
+             helper.make_node("Neg", ["d"], ["y"], name="neg")]
+    model = make_model(nodes, [("x", TP.FLOAT, ["N", 16])], [("y", TP.FLOAT, None)], opset=13)
+    x = rand((5, 16), seed=31)
+    got, ref, rec = harness.run_with_paths(model, {"x": x}, optimize=False)
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-6, atol=1e-6)
+    (g,) = rec["groups"]
+    assert g["path"] == "shapeless", g
 
 
 def test_matmul_with_a_constant_weight_is_keyed_and_packed():

@@ -1,6 +1,6 @@
 """Host kernels and their pattern matchers under AddressSanitizer and UndefinedBehaviorSanitizer.
-The plugin is relinked from the build's objects with src/cpu/patterns.c and
-src/cpu/math.c recompiled instrumented (-fno-sanitize-recover: the first finding ends the
+The plugin is relinked from the build's objects with src/ops/fusion_match.c (the matchers)
+and src/cpu/math.c recompiled instrumented (-fno-sanitize-recover: the first finding ends the
 process), and a child process runs through it what the fuzzers found: MiniLM's Gelu spelled in
 five nodes (hp_gelu_input read f[3] of a 3-entry array before checking h == k) and a softmax
 whose logit stands 200 above the rest (exp8n shifted a signed exponent into the sign bit).
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-INSTRUMENTED = ["src/cpu/patterns.c", "src/cpu/math.c"]
+INSTRUMENTED = ["src/ops/fusion_match.c", "src/cpu/math.c"]
 SAN = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
 
 
