@@ -192,7 +192,8 @@ static OrtStatus *compile_one(mlx_ep *ep, const OrtGraph *graph, const OrtNode *
                      .cache_size = PLAN_CACHE_SIZE,
                      .fast_kernels = ep->options.fast_kernels,
                      .path_trial = ep->options.path_trial,
-                     .wrap_inputs = ep->options.device == MX_DEVICE_CPU && !ep->options.read_inputs,
+                     .wrap_inputs =
+                         ep->options.device == MX_DEVICE_CPU && !ep->options.gpu_crossing,
                      .host_kernels = ep->host_kernels};
   int rc = plan_build(g, name, &cfg, &p, err, sizeof err);
   pthread_mutex_unlock(&mlx_lock);

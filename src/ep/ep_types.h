@@ -34,7 +34,7 @@ typedef struct ep_options {
   bool host_math;         /* off with ONNXRUNTIME_EP_MLX_NO_HOST_MATH=1 (cpu/math.c) */
   bool portable_sgemm;    /* on with ONNXRUNTIME_EP_MLX_PORTABLE_SGEMM=1 (cpu/sgemm/kernel.c) */
   bool avx512_sgemm;      /* off with ONNXRUNTIME_EP_MLX_NO_AVX512_SGEMM=1 (cpu/sgemm/kernel.c) */
-  bool read_inputs;       /* on with ONNXRUNTIME_EP_MLX_READ_INPUTS=1 (mlx/host_io.cpp) */
+  bool gpu_crossing;      /* on with ONNXRUNTIME_EP_MLX_GPU_CROSSING=1 (mlx/host_io.cpp) */
   long slow_first_run_ms; /* ONNXRUNTIME_EP_MLX_SLOW_FIRST_RUN_MS: a slower first Run of a group
                            * is a warning through ORT's logger (default 1000) */
   long cpu_cache_mb;      /* option cpu_cache_mb: MLX's CPU buffer cache at least this (0: MLX's) */

@@ -25,9 +25,9 @@
  * tests); ONNXRUNTIME_EP_MLX_NO_AVX512_SGEMM=1 runs them with the AVX2 kernels alone where the
  * processor also has AVX-512 (for tests and A/B); ONNXRUNTIME_EP_MLX_NO_HOST_MATH=1 composes
  * softmax, layer norm and erf on the CPU device from MLX operations instead of running them as host
- * kernels (cpu/math.c); ONNXRUNTIME_EP_MLX_READ_INPUTS=1 makes the CPU device take a Run's inputs
- * as the GPU does, read by MLX when evaluated instead of wrapped in place (mlx/host_io.cpp: so
- * the GPU's path is tested without a GPU); ONNXRUNTIME_EP_MLX_FAIL_BRIDGE_CALL=N makes the Nth
+ * kernels (cpu/math.c); ONNXRUNTIME_EP_MLX_GPU_CROSSING=1 makes the CPU device take a Run's inputs
+ * and a plan's constants as the GPU does, read by MLX's loader into its own memory instead of used
+ * in place (mlx/host_io.cpp: so the GPU's path is tested without a GPU); ONNXRUNTIME_EP_MLX_FAIL_BRIDGE_CALL=N makes the Nth
  * guarded call into the MLX bridge after the EP's creation fail, once (fault injection: tests walk
  * N to prove every failure path returns an OrtStatus and leaves the session usable); an EP created
  * without it disarms it; ONNXRUNTIME_EP_MLX_SLOW_FIRST_RUN_MS=N sets how long a group's first Run may take
@@ -79,7 +79,7 @@ OrtStatus *ep_options_parse(const OrtApi *ort, const OrtSessionOptions *so, ep_o
   out->portable_sgemm = env_flag("ONNXRUNTIME_EP_MLX_PORTABLE_SGEMM");
   out->avx512_sgemm = !env_flag("ONNXRUNTIME_EP_MLX_NO_AVX512_SGEMM");
   out->host_math = !env_flag("ONNXRUNTIME_EP_MLX_NO_HOST_MATH");
-  out->read_inputs = env_flag("ONNXRUNTIME_EP_MLX_READ_INPUTS");
+  out->gpu_crossing = env_flag("ONNXRUNTIME_EP_MLX_GPU_CROSSING");
   out->cpu_cache_mb = 1024;
   const char *fail = getenv("ONNXRUNTIME_EP_MLX_FAIL_BRIDGE_CALL");
   out->fail_bridge_call = fail ? strtol(fail, NULL, 10) : 0;

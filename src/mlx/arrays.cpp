@@ -51,6 +51,7 @@ int mx_from_data(mx_ctx *ctx, mx_array *out, const void *data, const int *shape,
     mc::Dtype t = to_mlx(dtype);
     size_t nbytes = t.size();
     for (int d : s) nbytes *= static_cast<size_t>(d);
+    if (ctx->resident && nbytes) return resident_from_data(ctx, out, data, s, t, nbytes);
     void *copy = std::malloc(nbytes ? nbytes : 1);
     if (!copy) throw std::bad_alloc();
     if (nbytes) std::memcpy(copy, data, nbytes);
@@ -95,6 +96,14 @@ int mx_eval(mx_ctx *ctx, const mx_array *arrays, size_t count) {
 int mx_copy_to_host(mx_ctx *ctx, mx_array a, void *dst, size_t dst_bytes) {
   mx_array *out = nullptr;
   MX_GUARD(ctx, out, {
+    if (a && a->host_bytes) { /* a resident constant: the host's own copy */
+      if (a->host_bytes->size() != dst_bytes)
+        throw std::invalid_argument("destination holds " + std::to_string(dst_bytes) +
+                                    " bytes, the constant has " +
+                                    std::to_string(a->host_bytes->size()));
+      std::memcpy(dst, a->host_bytes->data(), dst_bytes);
+      return MX_OK;
+    }
     const mc::array &h = a && a->host_copy ? *a->host_copy : A(a);
     mc::array x = host_ready(ctx, h);
     if (x.nbytes() != dst_bytes)
@@ -111,6 +120,10 @@ int mx_host_data(mx_ctx *ctx, mx_array a, const void **data) {
   *data = nullptr;
   MX_GUARD(ctx, out, {
     const mc::array &h = A(a);
+    if (a->host_bytes) {
+      *data = a->host_bytes->data();
+      return MX_OK;
+    }
     if (!a->host_copy) {
       mc::array x = host_ready(ctx, h);
       if (x.id() == h.id()) {

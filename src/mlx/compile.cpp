@@ -134,7 +134,7 @@ int mx_compiled_new(mx_ctx *ctx, mx_compiled **out, mx_graph_fn fn, void *user, 
     auto traced = [fn, user, n_outputs, device, shapeless](const std::vector<mc::array> &inputs) {
       /* The trace runs the C graph function on placeholder arrays in a private arena. */
       mx_arena arena;
-      mx_ctx inner{&arena, device, {0}};
+      mx_ctx inner{&arena, device, false, {0}};
       std::vector<mx_array> in;
       for (const auto &x : inputs) {
         mx_array h;

@@ -24,6 +24,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #if defined(MXB_CUDA_IO)
 #include <dlfcn.h>
@@ -42,8 +43,10 @@ namespace {
  * every array of a Run before its Compute returns). */
 class HostBufferReader : public mc::io::Reader {
  public:
-  HostBufferReader(const void *data, size_t n, const mc::Shape &shape, const char *code)
-      : data_(static_cast<const char *>(data)), n_(n) {
+  /* `owner`, when given, keeps the bytes alive for as long as MLX keeps the reader */
+  HostBufferReader(const void *data, size_t n, const mc::Shape &shape, const char *code,
+                   std::shared_ptr<const std::vector<char>> owner = nullptr)
+      : data_(static_cast<const char *>(data)), n_(n), owner_(std::move(owner)) {
     std::string dict = std::string("{'descr': '") + code + "', 'fortran_order': False, 'shape': (";
     for (size_t i = 0; i < shape.size(); i++)
       dict += (i ? ", " : "") + std::to_string(shape[i]);
@@ -83,6 +86,7 @@ class HostBufferReader : public mc::io::Reader {
   size_t size() const { return head_.size() + n_; }
   const char *data_;
   size_t n_;
+  std::shared_ptr<const std::vector<char>> owner_;
   std::string head_;
   size_t pos_ = 0;
 };
@@ -138,6 +142,42 @@ bool device_copy_to_host(const mc::array &x, void *dst, size_t bytes) {
 #else
 bool device_copy_to_host(const mc::array &, void *, size_t) { return false; }
 #endif
+
+}  // namespace mxb
+
+namespace mxb {
+
+/* Constants a GPU's kernels read are MLX's, in device memory: an array made from host memory
+ * is kept in managed memory by MLX's CUDA backend, and each host read of it (a translator reading
+ * a shape, an eager group translating every Run) moved its pages back to the host, for the next
+ * kernel to fault them over again. So the constant is read by MLX's loader into its own memory
+ * and evaluated now, and, when small, the bytes stay with the handle for host reads
+ * (mx_host_data, mx_copy_to_host). Large ones (weights) are not kept twice: a host read of one
+ * takes MLX's own path. */
+constexpr size_t kHostBytesMax = size_t(64) << 10;
+
+int resident_from_data(mx_ctx *ctx, mx_array *out, const void *data, const mc::Shape &shape,
+                       mc::Dtype dtype, size_t nbytes) {
+  const char *code = npy_code(dtype);
+  auto bytes = std::make_shared<std::vector<char>>(static_cast<const char *>(data),
+                                                   static_cast<const char *>(data) + nbytes);
+  mc::array a = [&] {
+    if (code) {
+      auto reader = std::make_shared<HostBufferReader>(bytes->data(), nbytes, shape, code, bytes);
+      return mc::load(reader, device_of(ctx));
+    }
+    /* a type .npy cannot name: MLX's own copy, then into the device's memory by a copy */
+    void *copy = std::malloc(nbytes);
+    if (!copy) throw std::bad_alloc();
+    std::memcpy(copy, data, nbytes);
+    mc::array host(copy, shape, dtype, [](void *p) { std::free(p); });
+    return mc::copy(host, device_of(ctx));
+  }();
+  a.eval();
+  int rc = keep(ctx, out, a);
+  if (rc == MX_OK && nbytes <= kHostBytesMax) (*out)->host_bytes = std::move(bytes);
+  return rc;
+}
 
 }  // namespace mxb
 

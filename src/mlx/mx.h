@@ -40,6 +40,10 @@ typedef enum mx_dtype {
 typedef struct mx_ctx {
   mx_arena *arena;
   mx_device device;
+  /* mx_from_data makes evaluated arrays in MLX's memory of the device, read from a host copy
+   * kept for host reads where small (set while a plan loads its constants for a device whose
+   * kernels must not read host-written memory: see src/mlx/host_io.cpp) */
+  bool resident;
   char error[MX_ERROR_LEN];
 } mx_ctx;
 

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <functional>
 #include <initializer_list>
+#include <memory>
 #include <new>
 #include <optional>
 #include <stdexcept>
@@ -41,6 +42,9 @@ struct mx_array_impl {
   /* mx_host_data's row-major copy of `a`, when `a` is a strided view: the pointer it returns
    * must stay valid while the handle lives (mx.h). The same values as `a`. */
   std::optional<mc::array> host_copy;
+  /* The bytes a resident constant was made from (mx_from_data with ctx->resident), row-major:
+   * host reads come from here, so the host never touches the device's copy. */
+  std::shared_ptr<const std::vector<char>> host_bytes;
   explicit mx_array_impl(mc::array x) : a(std::move(x)) { mxb::live_arrays++; }
   ~mx_array_impl() { mxb::live_arrays--; }
   mx_array_impl(const mx_array_impl &) = delete;
@@ -94,6 +98,9 @@ inline const mc::array &A(mx_array h) {
 }
 
 /* --- host_io.cpp: bytes between the host and a GPU ------------------------------------- */
+/* mx_from_data with ctx->resident (mx.h). */
+int resident_from_data(mx_ctx *ctx, mx_array *out, const void *data, const mc::Shape &shape,
+                       mc::Dtype dtype, size_t nbytes);
 /* Copies evaluated, row-contiguous `x` into `dst` straight from device memory and says true;
  * false (nothing copied) where `x` is not in device memory or the build has no CUDA I/O. */
 bool device_copy_to_host(const mc::array &x, void *dst, size_t bytes);

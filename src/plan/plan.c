@@ -270,7 +270,7 @@ int plan_build(const ir_graph *snapshot, const char *name, const plan_config *cf
       goto fail;
     }
   }
-  mx_ctx ctx = {.arena = p->consts, .device = device};
+  mx_ctx ctx = {.arena = p->consts, .device = device, .resident = !p->wrap_inputs};
   rc = plan_load_constants(p->g, p->const_values, &ctx, err, len);
   for (int i = 0; rc == MX_OK && i < n; i++)
     rc = plan_bodies_build(p->g, p->const_values, &p->g->nodes[i], &ctx, p->fast_kernels,
