@@ -23,6 +23,7 @@ so every entry produces NEW_TOKENS tokens.
 """
 import gc
 import json
+import os
 
 import numpy as np
 import onnx
@@ -31,6 +32,9 @@ import pytest
 import onnxruntime_ep_mlx as mlx
 from onnxruntime_ep_mlx import decoders as D
 
+# genai sends usage telemetry and keeps an offline queue of it under ~/.cache unless this is set
+# before it loads (its src/telemetry); the tests write nothing outside their own folders.
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 og = pytest.importorskip(
     "onnxruntime_genai",
     reason="onnxruntime-genai is not installed (scripts/setup.sh installs the pinned version)")
