@@ -12,8 +12,8 @@
 #
 # The carried payload is one tar (made by bench/gpu/pack.sh here) cut into pieces of under 64 MiB:
 # the wheels mlx, mlx-cuda-13, onnxruntime-genai, the models' packages (rapidocr_onnxruntime,
-# silero-vad, magika, the MiniLM weights) and onnxruntime-gpu as an unpacked, xz-compressed tree. What each step writes for
-# the caller goes under $OUT (the device tool brings it back). CUDA's libraries come from the
+# silero-vad, magika, the MiniLM weights) and onnxruntime-gpu as an unpacked, xz-compressed tree.
+# What each step writes for the caller goes under $OUT (the device tool brings it back). CUDA's libraries come from the
 # machine's own Python packages (onnxruntime.preload_dlls() finds them; MLX links them).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
