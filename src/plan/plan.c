@@ -81,8 +81,9 @@ static void mark_shape_nodes(plan *p) {
   for (int k = 0; k < p->g->n_nodes; k++) {
     int i = p->order[k];
     const ir_node *n = &p->g->nodes[i];
+    /* the prologue's values are the compiled function's inputs, not fixed for a variant */
     if (p->folded[i] || p->classes[i] >= OP_EAGER || n->n_subgraphs ||
-        plan_node_touches_container(p->g, n))
+        plan_node_touches_container(p->g, n) || (p->prologue_node && p->prologue_node[i]))
       continue;
     /* Shape and Size read only shapes, which a keyed variant fixes, whatever their input. */
     bool from_shape = strcmp(n->op_type, "Shape") == 0 || strcmp(n->op_type, "Size") == 0;
@@ -250,6 +251,16 @@ int plan_build(const ir_graph *snapshot, const char *name, const plan_config *cf
   mark_shape_nodes(p);
   choose_path(p, cfg);
   if (p->path == PLAN_KEYED) find_keys(p);
+  if (plan_find_prologue(p) != MX_OK) {
+    snprintf(err, len, "out of memory while building the plan");
+    rc = MX_ERR_NOMEM;
+    goto fail;
+  }
+  if (p->n_prologue_nodes) { /* shape values again, the prologue's left out */
+    memset(p->shape_node, 0, (size_t)n * sizeof(bool));
+    p->has_shape_nodes = false;
+    mark_shape_nodes(p);
+  }
   free(all);
   free(groups);
   *out = p;
@@ -275,6 +286,8 @@ void plan_free(plan *p) {
   free(p->folded);
   free(p->shape_node);
   free(p->key_node);
+  free(p->prologue_node);
+  free(p->call_values);
   free(p->classes);
   free(p->derived);
   free(p->node_paths);

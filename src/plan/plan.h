@@ -126,6 +126,16 @@ typedef struct plan {
   int keys[PLAN_MAX_KEYS];
   int n_keys;
   bool *key_node; /* per node */
+  /* Keyed plans: the prologue (prologue.c), index and length arithmetic on some inputs (a
+   * mask's ReduceSum, Shape, Gather, Cast) translated before each compiled call. The compiled
+   * function takes its results in place of the inputs only it reads (unkeyed_inputs, bits of
+   * graph input indices), so their dims key no variant; the results' dims do. call_values: the
+   * compiled function's inputs as value indices (the bound inputs when there is no prologue). */
+  bool *prologue_node; /* per node */
+  int n_prologue_nodes;
+  uint64_t unkeyed_inputs;
+  int *call_values;
+  int n_call_values;
   plan_cache_entry **cache; /* compiled variants (per shape, or per dim pattern when shapeless),
                              * least recently used evicted */
   int cache_count, cache_capacity;
