@@ -148,8 +148,8 @@ void stats_write_groups(const mlx_ep *ep, FILE *f) {
     field(f, "host_reads", s->host_reads);
     /* the keyed plan's prologue (plan.h): its nodes, and the inputs whose dims key no variant */
     fprintf(f, ", \"prologue_nodes\": %d, \"unkeyed_inputs\": [", p->n_prologue_nodes);
-    for (int k = 0, w = 0; k < p->g->n_graph_inputs && k < 64; k++)
-      if (p->unkeyed_inputs >> k & 1u) {
+    for (int k = 0, w = 0; p->unkeyed_input && k < p->g->n_graph_inputs; k++)
+      if (p->unkeyed_input[k]) {
         fprintf(f, "%s", w++ ? ", " : "");
         report_json_string(f, p->g->values[p->g->graph_inputs[k]].name);
       }

@@ -1,8 +1,9 @@
 /*
  * Builds plans (see plan.h): take ownership of the group's snapshot, order its nodes, find each
  * node's registry row, copy constant initializers into MLX arrays, fold nodes whose inputs are
- * all constant, and choose the compile path from the rows' compile classes. Running lives in
- * run.c; the per-node translation step both share lives in node.c, the compile cache in cache.c.
+ * all constant, choose the compile path from the rows' compile classes, and find a keyed plan's
+ * prologue (prologue.c). Running lives in run.c; the per-node translation step both share lives
+ * in node.c, the compile cache in cache.c.
  */
 #include "plan/plan.h"
 
@@ -287,6 +288,7 @@ void plan_free(plan *p) {
   free(p->shape_node);
   free(p->key_node);
   free(p->prologue_node);
+  free(p->unkeyed_input);
   free(p->call_values);
   free(p->classes);
   free(p->derived);

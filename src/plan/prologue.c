@@ -7,9 +7,10 @@
  * A keyed variant is keyed on its function's inputs' dims, so such an input's dims stop keying
  * variants and its results' dims key them instead: a mask one column wider each decode step
  * keys nothing, the [B] lengths it sums to do. Whether a shape matters is never guessed: every
- * value the compiled function takes keys by its dims, and a value a traced node would read on
- * the host as fixed for the variant (a Shape of the input, outside a key input of a value-keyed
- * node, which keys by its own value or class) keeps its input keyed (not in the prologue).
+ * value the compiled function takes keys by its dims, and where a value computed from such an
+ * input's shape alone may be read on the host as fixed for the variant (directly or through
+ * shapeless-safe arithmetic: Expand's shape, Reshape's target), the input stays keyed. Read as
+ * a value-keyed node's key input, such a value keys by its value or class (key_class_gqa).
  */
 #include "plan/plan_internal.h"
 
@@ -47,23 +48,6 @@ static bool before_call(const plan *p, int i, const bool *avail) {
   return any_out;
 }
 
-/* Whether node r (outside the prologue) may take value v, computed from input shapes alone, as a
- * traced input: a shapeless-safe node reads no value on the host, and a value-keyed node's key
- * input keys the variant by value (or class) before the call. Any other node may need it fixed
- * for the variant (a Reshape's target), which only keying on the input's dims guarantees. */
-static bool takes_shape_value(const plan *p, int r, int v) {
-  const ir_node *n = &p->g->nodes[r];
-  if (p->classes[r] == OP_SHAPELESS) return true;
-  for (int j = 0; j < n->n_implicit; j++)
-    if (n->implicit[j] == v) return false;
-  for (int j = 0; j < n->n_inputs; j++) {
-    if (n->inputs[j] != v) continue;
-    bool key = p->classes[r] == OP_VALUE_KEYED && j < 32 && (p->rows[r]->key_inputs >> j & 1u);
-    if (!key) return false;
-  }
-  return true;
-}
-
 static bool reads(const ir_node *n, int v) {
   for (int j = 0; j < n->n_inputs; j++)
     if (n->inputs[j] == v) return true;
@@ -72,10 +56,35 @@ static bool reads(const ir_node *n, int v) {
   return false;
 }
 
-/* The prologue of unkeyed inputs `unkeyed` (bits of graph input indices): the before-call nodes
- * depending on one of them (dep: per value, the inputs it is computed from). Returns the inputs
- * to key again: those a prologue value depends on that a graph output is, or that a node after
- * the call would need fixed (takes_shape_value). */
+/* Whether value v, computed from input shapes alone and fixed for a variant without a prologue,
+ * may enter the compiled function as a traced value instead. Each node after the prologue
+ * reading it must: a value-keyed node's key input keys the variant by value (or class) before
+ * the call; a shapeless-safe node reads no value on the host, though what it computes from v
+ * was fixed too and must pass the same test (a Cast feeding a Reshape's target would not). Any
+ * other node may read it on the host as fixed for the variant (Expand's shape), which only
+ * keying on the input's dims guarantees. Deep chains are refused. */
+static bool may_be_traced(const plan *p, int v, int depth) {
+  const ir_graph *g = p->g;
+  if (depth > 32) return false;
+  for (int r = 0; r < g->n_nodes; r++) {
+    const ir_node *n = &g->nodes[r];
+    if (p->prologue_node[r] || p->folded[r] || !reads(n, v)) continue;
+    if (p->classes[r] == OP_SHAPELESS && !n->n_implicit) {
+      for (int o = 0; p->shape_node[r] && o < n->n_outputs; o++)
+        if (n->outputs[o] != IR_NONE && !may_be_traced(p, n->outputs[o], depth + 1)) return false;
+      continue;
+    }
+    if (p->classes[r] != OP_VALUE_KEYED || n->n_implicit) return false;
+    for (int j = 0; j < n->n_inputs; j++)
+      if (n->inputs[j] == v && !(j < 32 && (p->rows[r]->key_inputs >> j & 1u))) return false;
+  }
+  return true;
+}
+
+/* The prologue of unkeyed inputs `unkeyed` (bits of candidate inputs): the before-call nodes
+ * depending on one of them (dep: per value, the candidates it is computed from). Returns the
+ * candidates to key again: those a prologue value depends on that is a graph output, or that
+ * is computed from shapes alone and may not be traced (may_be_traced). */
 static uint64_t mark(plan *p, const bool *early, const uint64_t *dep, uint64_t unkeyed) {
   const ir_graph *g = p->g;
   uint64_t rekey = 0;
@@ -92,11 +101,8 @@ static uint64_t mark(plan *p, const bool *early, const uint64_t *dep, uint64_t u
     for (int o = 0; o < n->n_outputs; o++) {
       int v = n->outputs[o];
       if (v == IR_NONE) continue;
-      if (g->values[v].is_graph_output) rekey |= dep[v] & unkeyed;
-      for (int r = 0; p->shape_node[i] && r < g->n_nodes; r++)
-        if (!p->prologue_node[r] && !p->folded[r] && reads(&g->nodes[r], v) &&
-            !takes_shape_value(p, r, v))
-          rekey |= dep[v] & unkeyed;
+      if (g->values[v].is_graph_output || (p->shape_node[i] && !may_be_traced(p, v, 0)))
+        rekey |= dep[v] & unkeyed;
     }
   }
   return rekey;
@@ -111,7 +117,7 @@ static int lay_out_call(plan *p) {
   p->n_call_values = 0;
   for (int k = 0; k < g->n_graph_inputs; k++) {
     int v = g->graph_inputs[k];
-    if (v != IR_NONE && !p->const_values[v] && !(k < 64 && (p->unkeyed_inputs >> k & 1u)))
+    if (v != IR_NONE && !p->const_values[v] && !p->unkeyed_input[k])
       p->call_values[p->n_call_values++] = v;
   }
   for (int k = 0; k < g->n_nodes; k++) {
@@ -129,38 +135,12 @@ static int lay_out_call(plan *p) {
   return MX_OK;
 }
 
-int plan_find_prologue(plan *p) {
+/* The inputs read by before-call nodes alone (and not themselves outputs): bit c of the result
+ * stands for graph input cand[c]; at most 64 (a decoder has one, its mask). */
+static uint64_t candidates(const plan *p, const bool *early, int *cand) {
   const ir_graph *g = p->g;
-  p->prologue_node = calloc((size_t)g->n_nodes + 1, sizeof(bool));
-  if (!p->prologue_node) return MX_ERR_NOMEM;
-  if (p->path != PLAN_KEYED || g->n_graph_inputs > 64) return lay_out_call(p);
-  bool *avail = calloc((size_t)g->n_values + 1, sizeof(bool));
-  bool *early = calloc((size_t)g->n_nodes + 1, sizeof(bool));
-  uint64_t *dep = calloc((size_t)g->n_values + 1, sizeof(uint64_t));
-  if (!avail || !early || !dep) {
-    free(avail), free(early), free(dep);
-    return MX_ERR_NOMEM;
-  }
-  for (int v = 0; v < g->n_values; v++) avail[v] = p->const_values[v] != NULL;
-  for (int k = 0; k < g->n_graph_inputs; k++) {
-    int v = g->graph_inputs[k];
-    if (v == IR_NONE || p->const_values[v]) continue;
-    avail[v] = true;
-    dep[v] = 1ull << k;
-  }
-  for (int k = 0; k < g->n_nodes; k++) {
-    int i = p->order[k];
-    if (!(early[i] = before_call(p, i, avail))) continue;
-    const ir_node *n = &g->nodes[i];
-    uint64_t d = 0;
-    for (int j = 0; j < n->n_inputs; j++)
-      if (n->inputs[j] != IR_NONE) d |= dep[n->inputs[j]];
-    for (int o = 0; o < n->n_outputs; o++)
-      if (n->outputs[o] != IR_NONE) avail[n->outputs[o]] = true, dep[n->outputs[o]] = d;
-  }
-  /* candidates: inputs read by before-call nodes alone (and not themselves outputs) */
-  uint64_t unkeyed = 0;
-  for (int k = 0; k < g->n_graph_inputs; k++) {
+  uint64_t bits = 0;
+  for (int k = 0, c = 0; k < g->n_graph_inputs && c < 64; k++) {
     int v = g->graph_inputs[k];
     if (v == IR_NONE || p->const_values[v] || g->values[v].is_graph_output) continue;
     bool only_early = false;
@@ -169,11 +149,53 @@ int plan_find_prologue(plan *p) {
       only_early = early[i];
       if (!only_early) break;
     }
-    if (only_early) unkeyed |= 1ull << k;
+    if (!only_early) continue;
+    cand[c] = k;
+    bits |= 1ull << c++;
+  }
+  return bits;
+}
+
+int plan_find_prologue(plan *p) {
+  const ir_graph *g = p->g;
+  p->prologue_node = calloc((size_t)g->n_nodes + 1, sizeof(bool));
+  p->unkeyed_input = calloc((size_t)g->n_graph_inputs + 1, sizeof(bool));
+  if (!p->prologue_node || !p->unkeyed_input) return MX_ERR_NOMEM;
+  if (p->path != PLAN_KEYED) return lay_out_call(p);
+  bool *avail = calloc((size_t)g->n_values + 1, sizeof(bool));
+  bool *early = calloc((size_t)g->n_nodes + 1, sizeof(bool));
+  uint64_t *dep = calloc((size_t)g->n_values + 1, sizeof(uint64_t));
+  if (!avail || !early || !dep) {
+    free(avail), free(early), free(dep);
+    return MX_ERR_NOMEM;
+  }
+  for (int v = 0; v < g->n_values; v++) avail[v] = p->const_values[v] != NULL;
+  for (int k = 0; k < g->n_graph_inputs; k++)
+    if (g->graph_inputs[k] != IR_NONE) avail[g->graph_inputs[k]] = true;
+  for (int k = 0; k < g->n_nodes; k++) {
+    int i = p->order[k];
+    if (!(early[i] = before_call(p, i, avail))) continue;
+    const ir_node *n = &g->nodes[i];
+    for (int o = 0; o < n->n_outputs; o++)
+      if (n->outputs[o] != IR_NONE) avail[n->outputs[o]] = true;
+  }
+  int cand[64];
+  uint64_t unkeyed = candidates(p, early, cand);
+  for (int c = 0; c < 64; c++)
+    if (unkeyed >> c & 1u) dep[g->graph_inputs[cand[c]]] = 1ull << c;
+  for (int k = 0; unkeyed && k < g->n_nodes; k++) { /* what each early value is computed from */
+    int i = p->order[k];
+    const ir_node *n = &g->nodes[i];
+    uint64_t d = 0;
+    for (int j = 0; early[i] && j < n->n_inputs; j++)
+      if (n->inputs[j] != IR_NONE) d |= dep[n->inputs[j]];
+    for (int o = 0; early[i] && o < n->n_outputs; o++)
+      if (n->outputs[o] != IR_NONE) dep[n->outputs[o]] = d;
   }
   for (uint64_t rekey; unkeyed && (rekey = mark(p, early, dep, unkeyed));) unkeyed &= ~rekey;
   if (!unkeyed) memset(p->prologue_node, 0, (size_t)g->n_nodes * sizeof(bool));
-  p->unkeyed_inputs = unkeyed;
+  for (int c = 0; c < 64; c++)
+    if (unkeyed >> c & 1u) p->unkeyed_input[cand[c]] = true;
   p->n_prologue_nodes = 0;
   for (int i = 0; i < g->n_nodes; i++) p->n_prologue_nodes += p->prologue_node[i];
   free(avail), free(early), free(dep);

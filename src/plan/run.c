@@ -3,7 +3,8 @@
  * the CPU device) and ends in one evaluation of the outputs plus the run-time checks. The eager
  * path translates node by node on every call. The compiled paths trace the same translation once
  * through MLX `compile` and reuse it: one shapeless function, or a small least-recently-used
- * cache of functions keyed on the inputs' dtypes and shapes. A compiled call that fails is
+ * cache of functions keyed on the dtypes and shapes of the function's inputs (a keyed plan's
+ * prologue, prologue.c, replaces some inputs with its results). A compiled call that fails is
  * retried eagerly; if eager succeeds, the trace was at fault and the plan stays eager from then
  * on (counted as a fallback in the diagnostics).
  */
@@ -397,8 +398,7 @@ static size_t signature_of(const mx_array *bound, int n, int64_t *sig) {
  * re-checking them, so a variant traced where two dims matched, replayed where they differ
  * (an Add of [128, 512] and [3, 512] after [128, 512] twice), would read past a buffer instead
  * of failing; a different pattern gets its own trace, where MLX checks the shapes. */
-static size_t pattern_of(const mx_array *bound, int n, int64_t *sig) {
-  int64_t dims[(MX_MAX_RANK + 2) * 64];
+static size_t pattern_of(const mx_array *bound, int n, int64_t *sig, int64_t *dims) {
   size_t len = 0, nd = 0;
   for (int i = 0; i < n; i++) {
     sig[len++] = mx_dtype_of(bound[i]);
@@ -461,12 +461,10 @@ static int entry_new(plan *p, mx_ctx *ctx, const mx_array *bound, const key_valu
 /* The compiled function for these inputs from the plan's cache: keyed on every dim of the
  * function's inputs (the prologue's results in place of the inputs only it reads), or for a
  * shapeless plan on the pattern of its dims (pattern_of). Keys and shape values are computed
- * from the bound inputs. */
-static int compiled_for(plan *p, mx_ctx *ctx, const mx_array *bound, const plan_call *call,
-                        mx_compiled **fn) {
-  int64_t sig[(MX_MAX_RANK + 2) * 64 + 2 * PLAN_MAX_KEYS];
-  if (call->n > 64) return mx_set_error(ctx, "too many inputs to key a compiled plan"), MX_ERR_ARG;
-  size_t len = p->path == PLAN_SHAPELESS ? pattern_of(call->inputs, call->n, sig)
+ * from the bound inputs. sig: room for the key (compiled_for). */
+static int variant_for(plan *p, mx_ctx *ctx, const mx_array *bound, const plan_call *call,
+                       int64_t *sig, int64_t *scratch, mx_compiled **fn) {
+  size_t len = p->path == PLAN_SHAPELESS ? pattern_of(call->inputs, call->n, sig, scratch)
                                           : signature_of(call->inputs, call->n, sig);
   key_values kv;
   TR_TRY(compute_keys(p, ctx, bound, &kv));
@@ -505,6 +503,17 @@ static int compiled_for(plan *p, mx_ctx *ctx, const mx_array *bound, const plan_
   p->cache[slot] = e;
   *fn = e->fn;
   return MX_OK;
+}
+
+/* variant_for with room for any number of inputs (a decoder of 32 layers has 66) */
+static int compiled_for(plan *p, mx_ctx *ctx, const mx_array *bound, const plan_call *call,
+                        mx_compiled **fn) {
+  size_t room = (size_t)call->n * (MX_MAX_RANK + 2) + 2 * PLAN_MAX_KEYS + 1;
+  int64_t *sig = malloc(2 * room * sizeof *sig);
+  if (!sig) return mx_set_error(ctx, "out of memory"), MX_ERR_NOMEM;
+  int rc = variant_for(p, ctx, bound, call, sig, sig + room, fn);
+  free(sig);
+  return rc;
 }
 
 static int run_compiled(plan *p, mx_ctx *ctx, const mx_array *bound, const plan_call *call,

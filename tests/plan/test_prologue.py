@@ -21,10 +21,10 @@ CAPACITY = 16
 ATOL = 1e-4
 
 
-def decode(family, shared, lengths_inputs=False):
+def decode(family, shared, lengths_inputs=False, **overrides):
     """A prefill and DECODE_STEPS greedy decode steps on the MLX EP and ORT's CPU provider,
     compared step by step; returns the group's run record."""
-    cfg = D.config(family, lengths_inputs=lengths_inputs)
+    cfg = D.config(family, lengths_inputs=lengths_inputs, **overrides)
     model = D.build(cfg)
     rec = Recorded(model)
     mine = D.DecoderRun(rec.session, cfg, 2, shared, CAPACITY)
@@ -56,6 +56,14 @@ def test_mask_form_shared_buffer_decode_reuses_one_variant(family):
     assert g["unkeyed_inputs"] == ["attention_mask"] and g["prologue_nodes"] == 6, g
     assert g["traces"] == 2 and g["cache_hits"] == DECODE_STEPS - 1, g
     assert g["compiled_runs"] == 1 + DECODE_STEPS and g["eager_runs"] == 0, g
+
+
+def test_decoder_of_many_layers_keeps_one_decode_variant():
+    """33 layers: 66 cache inputs besides input_ids and the mask, more than 64 keying the
+    compiled function, which still compiles, and its decode steps share one variant."""
+    g = decode("llama", shared=True, layers=33)
+    assert g["unkeyed_inputs"] == ["attention_mask"], g
+    assert g["traces"] == 2 and g["cache_hits"] == DECODE_STEPS - 1, g
 
 
 @pytest.mark.parametrize("family", ["qwen2", "llama"])
@@ -129,6 +137,32 @@ def test_width_read_as_a_value_flows_in_as_data():
     g = run_widths(model, mask_feeds, [3, 4, 5, 9])
     assert g["unkeyed_inputs"] == ["mask"] and g["prologue_nodes"] == 4, g
     assert (g["traces"], g["cache_hits"]) == (1, 3), g
+
+
+def test_width_reaching_a_fixed_shape_through_float_arithmetic_keeps_keying():
+    """The width through Cast to float, Mul, Cast back (shapeless-safe nodes, all fixed per
+    variant while the mask keys) into Reshape's target, which Reshape reads on the host: the
+    mask stays keyed, so the target stays fixed for each variant and nothing falls back."""
+    nodes = [helper.make_node("Shape", ["mask"], ["s"], name="shape"),
+             helper.make_node("Gather", ["s", "one"], ["t"], axis=0, name="width"),
+             helper.make_node("Cast", ["t"], ["tf"], to=TP.FLOAT, name="to_float"),
+             helper.make_node("Mul", ["tf", "two"], ["t2"], name="double"),
+             helper.make_node("Cast", ["t2"], ["ti"], to=TP.INT64, name="to_int"),
+             helper.make_node("Unsqueeze", ["ti", "axes0"], ["tu"], name="unsq"),
+             helper.make_node("Concat", ["minus1", "tu"], ["target"], axis=0, name="cat"),
+             helper.make_node("Reshape", ["x", "target"], ["r"], name="reshape"),
+             helper.make_node("Relu", ["r"], ["y"], name="relu")]
+    model = make_model(nodes, [("x", TP.FLOAT, ["B", "T2"]), ("mask", TP.INT64, ["B", "T"])],
+                       [("y", TP.FLOAT, None)],
+                       [("one", np.array(1, np.int64)), ("two", np.array(2.0, np.float32)),
+                        ("axes0", np.array([0], np.int64)), ("minus1", np.array([-1], np.int64))])
+
+    def feeds(t):
+        m = mask_feeds(t)["mask"]
+        return {"x": np.arange(4 * t, dtype=np.float32).reshape(2, 2 * t) - 3, "mask": m}
+    g = run_widths(model, feeds, [3, 4, 3])
+    assert g["unkeyed_inputs"] == [] and g["host_reads"] == 0, g
+    assert (g["traces"], g["cache_hits"]) == (2, 1), g
 
 
 def gathered_lengths_model():
