@@ -648,7 +648,6 @@ int plan_run(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array *outputs,
     atomic_fetch_add(&p->stats.host_reads, call.host_reads);
   }
   if (trial_eager) {
-    uint64_t t0 = plan_now_ns();
     rc = run_eager(p, ctx, bound, outputs, err, len);
     uint64_t trial_ns = plan_now_ns() - t0;
     atomic_fetch_add(&p->stats.trial_eager_ns, trial_ns);
