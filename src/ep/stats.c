@@ -146,6 +146,14 @@ void stats_write_groups(const mlx_ep *ep, FILE *f) {
     field(f, "first_run_evaluation_ns", s->first_run_eval_ns);
     field(f, "path_trial_eager_runs_ns", s->trial_eager_ns);
     field(f, "host_reads", s->host_reads);
+    /* the keyed plan's prologue (plan.h): its nodes, and the inputs whose dims key no variant */
+    fprintf(f, ", \"prologue_nodes\": %d, \"unkeyed_inputs\": [", p->n_prologue_nodes);
+    for (int k = 0, w = 0; p->unkeyed_input && k < p->g->n_graph_inputs; k++)
+      if (p->unkeyed_input[k]) {
+        fprintf(f, "%s", w++ ? ", " : "");
+        report_json_string(f, p->g->values[p->g->graph_inputs[k]].name);
+      }
+    fprintf(f, "]");
     fprintf(f, ", \"turned_eager_by\": [");
     const char *by[3] = {p->compile_broken ? "trace_failed" : NULL,
                          p->trial.chose_eager ? "path_trial" : NULL,

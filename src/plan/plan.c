@@ -1,9 +1,10 @@
 /*
  * Builds plans (see plan.h): take ownership of the group's snapshot, order its nodes, find each
  * node's registry row, copy constant initializers into MLX arrays, fold nodes whose inputs are
- * all constant, run the fusion table over the rest (ops/fusions.h), and choose the compile path
- * from the nodes' compile classes. Running lives in
- * run.c; the per-node translation step both share lives in node.c, the compile cache in cache.c.
+ * all constant, run the fusion table over the rest (ops/fusions.h), choose the compile path
+ * from the nodes' compile classes, and find a keyed plan's prologue (prologue.c). Running lives
+ * in run.c; the per-node translation step both share lives in node.c, the compile cache in
+ * cache.c.
  */
 #include "plan/plan.h"
 
@@ -83,8 +84,9 @@ static void mark_shape_nodes(plan *p) {
   for (int k = 0; k < p->g->n_nodes; k++) {
     int i = p->order[k];
     const ir_node *n = &p->g->nodes[i];
+    /* the prologue's values are the compiled function's inputs, not fixed for a variant */
     if (p->folded[i] || p->classes[i] >= OP_EAGER || n->n_subgraphs ||
-        plan_node_touches_container(p->g, n))
+        plan_node_touches_container(p->g, n) || (p->prologue_node && p->prologue_node[i]))
       continue;
     /* Shape and Size read only shapes, which a keyed variant fixes, whatever their input. */
     bool from_shape = strcmp(n->op_type, "Shape") == 0 || strcmp(n->op_type, "Size") == 0;
@@ -282,6 +284,16 @@ int plan_build(const ir_graph *snapshot, const char *name, const plan_config *cf
   if (rc != MX_OK) goto fail;
   choose_path(p, cfg);
   if (p->path == PLAN_KEYED) find_keys(p);
+  if (plan_find_prologue(p) != MX_OK) {
+    snprintf(err, len, "out of memory while building the plan");
+    rc = MX_ERR_NOMEM;
+    goto fail;
+  }
+  if (p->n_prologue_nodes) { /* shape values again, the prologue's left out */
+    memset(p->shape_node, 0, (size_t)n * sizeof(bool));
+    p->has_shape_nodes = false;
+    mark_shape_nodes(p);
+  }
   free(all);
   free(groups);
   *out = p;
@@ -308,6 +320,9 @@ void plan_free(plan *p) {
   free(p->folded);
   free(p->shape_node);
   free(p->key_node);
+  free(p->prologue_node);
+  free(p->unkeyed_input);
+  free(p->call_values);
   free(p->classes);
   free(p->derived);
   free(p->node_paths);

@@ -85,7 +85,8 @@ struct plan;
  * values (plan.keys) the variant was made for. */
 typedef struct plan_cache_entry {
   struct plan *owner;
-  int64_t *signature; /* per bound input dtype, rank and dims (or their pattern), then the keys */
+  int64_t *signature; /* per input of the compiled function (plan.call_values) its dtype, rank
+                       * and dims (or their pattern), then the keys */
   size_t signature_len;
   mx_compiled *fn;
   uint64_t last_use;
@@ -127,6 +128,16 @@ typedef struct plan {
   int keys[PLAN_MAX_KEYS];
   int n_keys;
   bool *key_node; /* per node */
+  /* Keyed plans: the prologue (prologue.c), index and length arithmetic on some inputs (a
+   * mask's ReduceSum, Shape, Gather, Cast) translated before each compiled call. The compiled
+   * function takes its results in place of the inputs only it reads (unkeyed_input, per graph
+   * input), so their dims key no variant; the results' dims do. call_values: the compiled
+   * function's inputs as value indices (the bound inputs when there is no prologue). */
+  bool *prologue_node; /* per node */
+  int n_prologue_nodes;
+  bool *unkeyed_input;
+  int *call_values;
+  int n_call_values;
   plan_cache_entry **cache; /* compiled variants (per shape, or per dim pattern when shapeless),
                              * least recently used evicted */
   int cache_count, cache_capacity;

@@ -49,6 +49,21 @@ int plan_translate_with(tr_ctx *t, const struct op_fusions *fusions, int index,
                         const op_row *row);
 int plan_verify_checks(mx_ctx *ctx, tr_checks *checks, char *err, size_t len);
 int plan_dims_to_int(const int64_t *dims, int rank, int *shape);
+/* prologue.c: finds a keyed plan's prologue at build and lays out the compiled function's
+ * inputs (plan.call_values) for every compiled plan. */
+int plan_find_prologue(plan *p);
+/* The compiled function's inputs for one call: the prologue translated from the bound inputs
+ * into ctx's arena (its run-time checks ride along with the outputs), or the bound inputs. */
+typedef struct plan_call {
+  mx_array *inputs; /* per plan.call_values */
+  int n;
+  bool empty;       /* some input has a zero-size dim (such calls run eagerly) */
+  tr_checks checks;
+  unsigned host_reads;
+} plan_call;
+int plan_call_inputs(const plan *p, mx_ctx *ctx, const mx_array *bound, plan_call *call,
+                     char *err, size_t len);
+void plan_call_free(plan_call *call);
 /* cache.c */
 void plan_cache_entry_free(plan_cache_entry *e);
 void plan_cache_clear(plan *p);

@@ -3,7 +3,8 @@
  * the CPU device) and ends in one evaluation of the outputs plus the run-time checks. The eager
  * path translates node by node on every call. The compiled paths trace the same translation once
  * through MLX `compile` and reuse it: one shapeless function, or a small least-recently-used
- * cache of functions keyed on the inputs' dtypes and shapes. A compiled call that fails is
+ * cache of functions keyed on the dtypes and shapes of the function's inputs (a keyed plan's
+ * prologue, prologue.c, replaces some inputs with its results). A compiled call that fails is
  * retried eagerly; if eager succeeds, the trace was at fault and the plan stays eager from then
  * on (counted as a fallback in the diagnostics).
  */
@@ -98,6 +99,7 @@ static int translate_all(const plan *p, mx_ctx *ctx, mx_array *values, const mx_
   for (int k = 0; rc == MX_OK && k < p->g->n_nodes; k++) {
     int i = p->order[k];
     if (p->folded[i] || (skip_shape_nodes && p->shape_node[i])) continue;
+    if (p->tracing != TR_EAGER && p->prologue_node[i]) continue; /* a call input (prologue.c) */
     rc = plan_translate_node(p, ctx, values, known, &seqs, i, checks, host_reads, err, len);
   }
   tr_seqs_free(&seqs); /* sequences never leave the group: the outputs are arrays */
@@ -124,6 +126,16 @@ static mx_array *values_with_inputs(const plan *p, const mx_array *bound) {
     int v = p->g->graph_inputs[k];
     if (v != IR_NONE && !p->const_values[v]) values[v] = bound[b++];
   }
+  return values;
+}
+
+/* The values a trace starts from: the constants and the compiled function's inputs
+ * (plan.call_values: the bound inputs, or the prologue's results in place of some). */
+static mx_array *values_with_call_inputs(const plan *p, const mx_array *inputs) {
+  mx_array *values = malloc(sizeof(mx_array) * ((size_t)p->g->n_values + 1));
+  if (!values) return NULL;
+  memcpy(values, p->const_values, sizeof(mx_array) * (size_t)p->g->n_values);
+  for (int c = 0; c < p->n_call_values; c++) values[p->call_values[c]] = inputs[c];
   return values;
 }
 
@@ -203,7 +215,7 @@ static int traced_graph(void *user, mx_ctx *ctx, const mx_array *inputs, size_t 
   tr_checks checks = {0};
   unsigned host_reads = 0;
   char err[MX_ERROR_LEN];
-  mx_array *values = values_with_inputs(p, inputs);
+  mx_array *values = values_with_call_inputs(p, inputs);
   mx_array *known = malloc(sizeof(mx_array) * ((size_t)p->g->n_values + 1));
   int rc = values && known ? MX_OK : MX_ERR_NOMEM;
   if (rc == MX_OK) {
@@ -386,8 +398,7 @@ static size_t signature_of(const mx_array *bound, int n, int64_t *sig) {
  * re-checking them, so a variant traced where two dims matched, replayed where they differ
  * (an Add of [128, 512] and [3, 512] after [128, 512] twice), would read past a buffer instead
  * of failing; a different pattern gets its own trace, where MLX checks the shapes. */
-static size_t pattern_of(const mx_array *bound, int n, int64_t *sig) {
-  int64_t dims[(MX_MAX_RANK + 2) * 64];
+static size_t pattern_of(const mx_array *bound, int n, int64_t *sig, int64_t *dims) {
   size_t len = 0, nd = 0;
   for (int i = 0; i < n; i++) {
     sig[len++] = mx_dtype_of(bound[i]);
@@ -447,14 +458,14 @@ static int entry_new(plan *p, mx_ctx *ctx, const mx_array *bound, const key_valu
   return MX_OK;
 }
 
-/* The compiled function for these inputs from the plan's cache: keyed on every dim, or for a
- * shapeless plan on the pattern of its dims (pattern_of). */
-static int compiled_for(plan *p, mx_ctx *ctx, const mx_array *bound, int n_bound,
-                        mx_compiled **fn) {
-  int64_t sig[(MX_MAX_RANK + 2) * 64 + 2 * PLAN_MAX_KEYS];
-  if (n_bound > 64) return mx_set_error(ctx, "too many inputs to key a compiled plan"), MX_ERR_ARG;
-  size_t len = p->path == PLAN_SHAPELESS ? pattern_of(bound, n_bound, sig)
-                                          : signature_of(bound, n_bound, sig);
+/* The compiled function for these inputs from the plan's cache: keyed on every dim of the
+ * function's inputs (the prologue's results in place of the inputs only it reads), or for a
+ * shapeless plan on the pattern of its dims (pattern_of). Keys and shape values are computed
+ * from the bound inputs. sig: room for the key (compiled_for). */
+static int variant_for(plan *p, mx_ctx *ctx, const mx_array *bound, const plan_call *call,
+                       int64_t *sig, int64_t *scratch, mx_compiled **fn) {
+  size_t len = p->path == PLAN_SHAPELESS ? pattern_of(call->inputs, call->n, sig, scratch)
+                                          : signature_of(call->inputs, call->n, sig);
   key_values kv;
   TR_TRY(compute_keys(p, ctx, bound, &kv));
   for (int k = 0; k < kv.n; k++) { /* a classed value keys by its class (run.c: key_class_of) */
@@ -494,22 +505,38 @@ static int compiled_for(plan *p, mx_ctx *ctx, const mx_array *bound, int n_bound
   return MX_OK;
 }
 
-static int run_compiled(plan *p, mx_ctx *ctx, const mx_array *bound, int n_bound,
+/* variant_for with room for any number of inputs (a decoder of 32 layers has 66) */
+static int compiled_for(plan *p, mx_ctx *ctx, const mx_array *bound, const plan_call *call,
+                        mx_compiled **fn) {
+  size_t room = (size_t)call->n * (MX_MAX_RANK + 2) + 2 * PLAN_MAX_KEYS + 1;
+  int64_t *sig = malloc(2 * room * sizeof *sig);
+  if (!sig) return mx_set_error(ctx, "out of memory"), MX_ERR_NOMEM;
+  int rc = variant_for(p, ctx, bound, call, sig, sig + room, fn);
+  free(sig);
+  return rc;
+}
+
+static int run_compiled(plan *p, mx_ctx *ctx, const mx_array *bound, const plan_call *call,
                         mx_array *outputs, bool *checks_ok) {
   mx_compiled *fn = NULL;
-  TR_TRY(compiled_for(p, ctx, bound, n_bound, &fn));
-  int n = p->g->n_graph_outputs;
-  mx_array *results = malloc(sizeof(mx_array) * ((size_t)n + 1));
+  TR_TRY(compiled_for(p, ctx, bound, call, &fn));
+  int n = p->g->n_graph_outputs, n_pro = call->checks.count;
+  mx_array *results = malloc(sizeof(mx_array) * ((size_t)n + 1 + (size_t)n_pro));
   if (!results) return mx_set_error(ctx, "out of memory"), MX_ERR_NOMEM;
   uint64_t traces = atomic_load(&p->stats.traces), t0 = plan_now_ns();
-  int rc = mx_compiled_call(ctx, fn, bound, (size_t)n_bound, results, (size_t)n + 1);
+  int rc = mx_compiled_call(ctx, fn, call->inputs, (size_t)call->n, results, (size_t)n + 1);
   if (atomic_load(&p->stats.traces) != traces)
     atomic_fetch_add(&p->stats.trace_ns, plan_now_ns() - t0);
   bool read_checks = atomic_load(&p->traced_checks);
-  if (rc == MX_OK) rc = timed_eval(p, ctx, results, (size_t)n + (read_checks ? 1 : 0));
+  /* the prologue's checks are evaluated with the outputs, after the trace's own */
+  size_t n_eval = (size_t)n + (read_checks ? 1 : 0);
+  for (int i = 0; i < n_pro; i++) results[n_eval + (size_t)i] = call->checks.items[i].ok;
+  if (rc == MX_OK) rc = timed_eval(p, ctx, results, n_eval + (size_t)n_pro);
   *checks_ok = true;
   if (rc == MX_OK && read_checks)
     rc = mx_copy_to_host(ctx, results[n], checks_ok, sizeof *checks_ok);
+  for (int i = 0; rc == MX_OK && *checks_ok && i < n_pro; i++) /* scalars (tr_check_that) */
+    rc = mx_copy_to_host(ctx, results[n_eval + (size_t)i], checks_ok, sizeof *checks_ok);
   for (int i = 0; rc == MX_OK && i < n; i++) outputs[i] = results[i];
   free(results);
   if (rc == MX_OK) atomic_fetch_add(&p->stats.compiled_runs, 1);
@@ -611,19 +638,27 @@ int plan_run(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array *outputs,
   for (int i = 0; rc == MX_OK && i < n_bound; i++) empty_input |= mx_size(bound[i]) == 0;
   bool compiled = (p->path == PLAN_KEYED || p->path == PLAN_SHAPELESS) && !empty_input;
   compiled = compiled && !plan_turned_eager(p);
-  if (rc == MX_OK && compiled && trial_wants_eager(p)) {
-    uint64_t t0 = plan_now_ns();
+  bool trial_eager = rc == MX_OK && compiled && trial_wants_eager(p);
+  /* The compiled function's inputs (prologue.c). Where the prologue fails, eager runs the call
+   * and reports the failure; where it yields a zero-size value, eager runs it (as above). */
+  plan_call call = {0};
+  uint64_t t0 = plan_now_ns();
+  if (rc == MX_OK && compiled && !trial_eager) {
+    compiled = plan_call_inputs(p, ctx, bound, &call, err, len) == MX_OK && !call.empty;
+    atomic_fetch_add(&p->stats.host_reads, call.host_reads);
+  }
+  if (trial_eager) {
     rc = run_eager(p, ctx, bound, outputs, err, len);
     uint64_t trial_ns = plan_now_ns() - t0;
     atomic_fetch_add(&p->stats.trial_eager_ns, trial_ns);
     if (rc == MX_OK) trial_record(p, true, trial_ns);
   } else if (rc == MX_OK && compiled) {
     bool checks_ok = false;
-    uint64_t t0 = plan_now_ns(), misses = atomic_load(&p->stats.cache_misses);
-    int compiled_rc = run_compiled(p, ctx, bound, n_bound, outputs, &checks_ok);
-    if (compiled_rc == MX_ERR_SHAPELESS) {
+    uint64_t misses = atomic_load(&p->stats.cache_misses);
+    int compiled_rc = run_compiled(p, ctx, bound, &call, outputs, &checks_ok);
+    if (compiled_rc == MX_ERR_SHAPELESS) { /* a shapeless plan has no prologue to redo */
       turn_keyed(p, ctx->error);
-      compiled_rc = run_compiled(p, ctx, bound, n_bound, outputs, &checks_ok);
+      compiled_rc = run_compiled(p, ctx, bound, &call, outputs, &checks_ok);
     }
     if (compiled_rc == MX_OK && checks_ok && atomic_load(&p->stats.runs) > 0 &&
         atomic_load(&p->stats.cache_misses) == misses)
@@ -650,6 +685,7 @@ int plan_run(plan *p, mx_ctx *ctx, const plan_tensor *inputs, mx_array *outputs,
   } else if (rc == MX_OK) {
     rc = run_eager(p, ctx, bound, outputs, err, len);
   }
+  plan_call_free(&call);
   free(bound);
   if (hold) cpu_workers_release();
   uint64_t took = plan_now_ns() - start;
