@@ -158,12 +158,16 @@ def mlx_and_cpu(tmp_path, cfg, prompts, provider_options=None):
 def check_ran_on_mlx(rep, record, steps):
     """Every node claimed in one group, which ran once per generated token (genai runs the
     model once per step: the prompt, then each new token but the last), never failing over to
-    ORT's CPU provider."""
+    ORT's CPU provider, and traced twice: the prompt, then one variant for every decode step."""
     assert not rep["declined"], rep["declined"]
     assert rep["claimed"] == rep["nodes"] and rep["groups"] == 1, rep
     [g] = record["groups"]
     assert g["runs"] == steps and g["fallbacks"] == 0 and g["failures"] == 0, g
     assert g["compiled_runs"] + g["eager_runs"] == g["runs"], g
+    # genai widens attention_mask every step: the plan's prologue turns it into lengths before
+    # the compiled call, so the prompt traces once and every decode step reuses one variant
+    assert g["path"] == "keyed" and g["traces"] == 2, g
+    assert g["unkeyed_inputs"] == ["attention_mask"], g
 
 
 @pytest.mark.parametrize("family", sorted(D.FAMILIES))

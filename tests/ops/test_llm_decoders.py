@@ -78,12 +78,14 @@ def test_decoder_float16_shared_buffer(family):
 
 
 @pytest.mark.parametrize("family", sorted(D.FAMILIES))
-def test_decoder_shared_buffer_decode_steps_trace_once(family):
-    """Fed seqlens_k and total_sequence_length (shapes that hold from step to step) instead of
-    the growing attention_mask, the shared buffer's decode steps share one compiled variant:
-    two traces in all (the prefill, then one every decode step reuses: key_class_gqa), with
-    every attention form of the families (windows, softcaps, q/k norms, partial rotary)."""
-    g = decode_against_cpu(family, True, lengths_inputs=True)
+@pytest.mark.parametrize("lengths_inputs", [True, False], ids=["lengths", "mask"])
+def test_decoder_shared_buffer_decode_steps_trace_once(family, lengths_inputs):
+    """The shared buffer's decode steps share one compiled variant: two traces in all (the
+    prefill, then one every decode step reuses: key_class_gqa), with every attention form of the
+    families (windows, softcaps, q/k norms, partial rotary), whether the decoder is fed
+    seqlens_k and total_sequence_length or, as the builder exports it, the growing
+    attention_mask (the plan's prologue turns it into those lengths before the call)."""
+    g = decode_against_cpu(family, True, lengths_inputs=lengths_inputs)
     assert g["traces"] == 2 and g["cache_hits"] == DECODE_STEPS - 1, g
 
 
