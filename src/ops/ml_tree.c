@@ -1,7 +1,7 @@
 /*
  * TreeEnsembleRegressor and TreeEnsembleClassifier (ai.onnx.ml 1 and 3: float thresholds and
- * weights as attributes, or float/double ones as _as_tensor attributes), evaluated for the whole
- * batch as one array program. At plan build the trees become flat node tables in which the
+ * weights as attributes or as float _as_tensor attributes; the double ones, which ONNX Runtime
+ * runs only for double X, are declined), evaluated for the whole batch as one array program. At plan build the trees become flat node tables in which the
  * roots come first (tree t's root is node t) and a leaf points at itself: per node its feature,
  * true and false child, mode and missing-value rule (int32 [G + 1, 4], the extra row holding the
  * depth and the modes used), its threshold (float32 [G]) and per leaf its weights and which
@@ -10,11 +10,11 @@
  * it gathers the leaves' weights and aggregates over the trees (SUM, AVERAGE, MIN, MAX) with
  * ONNX Runtime's base values, binary-class rules and post-transforms (ops/ml.c).
  *
- * Double thresholds are rounded at build to the float32 that gives the same answer for every
- * float32 x (the largest float <= t for <= and >, the smallest >= t for < and >=, NaN for == and
- * != when t is not a float), so comparisons stay exact without float64. Weights are summed in
- * float32 in MLX's reduction order; ONNX Runtime sums in the threshold type in an order that
- * depends on its thread pool, so sums agree to float32 rounding, not bit for bit.
+ * Comparisons are exact (float32 X against float32 thresholds, as ONNX Runtime compares them;
+ * integer X converted to float32 as C++ converts it there). Weights are summed in float32 in
+ * MLX's reduction order; ONNX Runtime sums in float32 in an order that depends on its thread
+ * pool (trees split over threads for small batches), so sums agree to float32 rounding, not
+ * bit for bit.
  */
 #include "ops/families.h"
 #include "ops/ml.h"
@@ -226,20 +226,6 @@ static int32_t find_node(const key_at *keys, size_t count, int64_t tree, int64_t
   return hit ? hit->at : -1;
 }
 
-/* The float32 threshold that decides x op t as the double t would, for every float32 x. */
-static float exact_threshold(double t, int mode) {
-  float f = (float)t;
-  if (isnan(t)) return f;
-  if (mode == M_LEQ || mode == M_GT) {
-    if ((double)f > t) f = nextafterf(f, -INFINITY);
-  } else if (mode == M_LT || mode == M_GTE) {
-    if ((double)f < t) f = nextafterf(f, INFINITY);
-  } else if ((double)f != t) {
-    f = NAN;
-  }
-  return f;
-}
-
 static bool tables_build(const tree_spec *s, tree_tables *tt, char *err, size_t len) {
   memset(tt, 0, sizeof *tt);
   size_t g = s->n_nodes, k2 = (size_t)s->k * 2;
@@ -301,7 +287,7 @@ static bool tables_build(const tree_spec *s, tree_tables *tt, char *err, size_t 
     tt->missing |= miss;
     row[0] = (int32_t)s->feature[i], row[1] = t, row[2] = f, row[3] = mode | (miss ? 8 : 0);
     double th = real_at(s->thr_f, s->thr_d, i);
-    tt->thr[at] = s->thr_d ? exact_threshold(th, mode) : (float)th;
+    tt->thr[at] = (float)th;
   }
   /* depth: levels from each root; a node met twice means the trees are not trees */
   for (size_t i = 0; i < g; i++) level[i] = -1;
@@ -357,13 +343,28 @@ done:
 static bool claim_tree(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
   (void)r;
   const ir_value *x = ir_input(g, n, 0);
-  if (x->rank == 0 || x->rank > 2) return op_decline(why, "X must be [C] or [N, C]");
+  if (x->rank == 1)
+    return op_decline(why, "X of rank 1: ONNX Runtime reads it as one row of one feature");
+  if (x->rank == 0 || x->rank > 2) return op_decline(why, "X must be [N, C]");
   char err[240];
   tree_spec s;
   if (!tree_read(n, &s, err, sizeof err)) return op_decline(why, "%s", err);
-  if (s.thr_d && x->elem_type == IR_INT64)
-    return op_decline(why, "int64 X with double thresholds (compared in float64, which MLX "
-                      "lacks on this path)");
+  if (s.thr_d || s.w_d || s.base_d)
+    return op_decline(why, "double _as_tensor attributes: ONNX Runtime runs them only for "
+                      "double X, compared and summed in float64 (not translated)");
+  if (s.classifier && s.k == 2) { /* the two-class forms ONNX Runtime 1.31 was seen to run */
+    bool one_class = true;
+    for (size_t i = 0; i < s.n_weights; i++) one_class &= s.w_id[i] == s.w_id[0];
+    if (s.post == ML_POST_PROBIT)
+      return op_decline(why, "PROBIT with two classes: ONNX Runtime writes one probit per row "
+                        "into a two-column Z");
+    if (one_class && s.n_weights && s.w_id[0] != 0)
+      return op_decline(why, "two classes with weights for class 1 only: ONNX Runtime drops "
+                        "the base values and scores class 0 as zero");
+    if (one_class && s.n_base == 2)
+      return op_decline(why, "two classes, weights for one class and two base values: ONNX "
+                        "Runtime leaves the second score at zero");
+  }
   tree_tables tt;
   if (!tables_build(&s, &tt, err, sizeof err)) return op_decline(why, "%s", err);
   tables_free(&tt);
@@ -544,9 +545,11 @@ static int binary_classes(tr_ctx *t, const tree_spec *s, mx_array score, mx_arra
     TR_TRY(ml_probit(t, s0, &p));
     pair[0] = p, pair[1] = zero;
     TR_TRY(mx_broadcast_to(t->mx, &pair[1], zero, (int[]){mx_dim(p, 0), 1}, 2));
-  } else if (one_class && positive) { /* rules 0 and 1: [1 - s, s] */
-    TR_TRY(mx_binary(t->mx, &pair[0], MX_SUBTRACT, one, s0));
-    pair[1] = s0;
+  } else if (one_class && positive) { /* rules 0 and 1: [1 - p, p], p = s or sigmoid(s) */
+    mx_array p = s0;
+    if (s->post == ML_POST_LOGISTIC) TR_TRY(mx_unary(t->mx, &p, MX_SIGMOID, s0));
+    TR_TRY(mx_binary(t->mx, &pair[0], MX_SUBTRACT, one, p));
+    pair[1] = p;
   } else if (one_class || s->n_base == 0) { /* rules 2 and 3 */
     if (s->post == ML_POST_LOGISTIC) {
       mx_array neg;
@@ -576,11 +579,7 @@ static int translate_tree(tr_ctx *t, const ir_node *n, const op_row *r) {
   TR_TRY(mx_host_data(t->mx, info, &host));
   const int32_t *meta = (const int32_t *)host + s.n_nodes * 4;
   mx_array x = tr_in(t, 0), idx, score, has;
-  if (mx_ndim(x) < 1 || mx_ndim(x) > 2) return tr_fail(t, "X must be [C] or [N, C]");
-  if (mx_ndim(x) == 1) {
-    int shape[2] = {1, mx_dim(x, 0)};
-    TR_TRY(mx_reshape(t->mx, &x, x, shape, 2));
-  }
+  if (mx_ndim(x) != 2) return tr_fail(t, "X must be [N, C]");
   if (mx_dtype_of(x) != MX_FLOAT32) TR_TRY(mx_astype(t->mx, &x, x, MX_FLOAT32));
   int rows = mx_dim(x, 0), features = mx_dim(x, 1);
   const char *m = s.modes;
@@ -623,17 +622,20 @@ static int translate_tree(tr_ctx *t, const ir_node *n, const op_row *r) {
   return tr_has_out(t, 1) ? tr_out_cast(t, 1, z) : MX_OK;
 }
 
+/* ONNX Runtime has regressor kernels for float (and double) X, classifier kernels for int32 and
+ * int64 X as well; double X is compared in float64 there, so it is not claimed. */
 #define TREE_IN (OP_T(IR_FLOAT) | OP_T(IR_INT64) | OP_T(IR_INT32))
 
 const op_row ops_ml_tree_rows[] = {
     {"ai.onnx.ml", "TreeEnsembleRegressor", 1, 4, claim_tree, translate_tree, OP_SHAPE_KEYED,
-     TREE_IN, 0,
+     OP_T(IR_FLOAT), 0,
      "depth-many gather steps over [N, trees]; SUM/AVERAGE/MIN/MAX; float or double "
      "(_as_tensor) thresholds compared exactly in float32; weights summed in float32",
      NULL, prepare_tree, 0, NULL},
     {"ai.onnx.ml", "TreeEnsembleClassifier", 1, 4, claim_tree, translate_tree, OP_SHAPE_KEYED,
      TREE_IN, 0,
      "as TreeEnsembleRegressor; classlabels_int64s (strings stay with ONNX Runtime), ONNX "
-     "Runtime's two-class rules", NULL, prepare_tree, 0, NULL},
+     "Runtime's two-class rules (PROBIT, class-1-only weights, one class with two base values "
+     "declined)", NULL, prepare_tree, 0, NULL},
     OP_ROWS_END,
 };

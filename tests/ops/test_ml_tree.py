@@ -1,0 +1,288 @@
+"""TreeEnsembleRegressor and TreeEnsembleClassifier (src/ops/ml_tree.c) against ORT's CPU
+provider, proven to run on MLX: random forests of every branch mode with NaN inputs and both
+missing-value directions, every aggregate function, several targets, base values, every
+post_transform, the float _as_tensor forms (opset 3), integer input to the classifier, the multiclass
+and the two-class forms ORT distinguishes (one class's weights, all-positive or mixed weights,
+0, 1 or 2 base values); plus the declines (string labels, double _as_tensor attributes, the
+two-class forms whose ORT output is no per-row rule, a broken tree)."""
+import numpy as np
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper, numpy_helper
+
+import mlx_harness as harness
+import ops_common as oc
+
+MODES = ["BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT", "BRANCH_EQ", "BRANCH_NEQ"]
+
+
+def random_forest(rng, trees=5, depth=4, features=4, modes=("BRANCH_LEQ",), missing=False,
+                  grid=False):
+    """Node attributes of `trees` random trees; leaves listed as (tree, node)."""
+    a = {k: [] for k in ["nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_modes",
+                         "nodes_values", "nodes_truenodeids", "nodes_falsenodeids",
+                         "nodes_missing_value_tracks_true"]}
+    leaves = []
+    for t in range(trees):
+        count = [0]
+
+        def grow(d):
+            me = count[0]
+            count[0] += 1
+            row = len(a["nodes_treeids"])
+            a["nodes_treeids"].append(t)
+            a["nodes_nodeids"].append(me)
+            leaf = d == depth or (d > 1 and rng.random() < 0.25)
+            a["nodes_featureids"].append(0 if leaf else int(rng.integers(features)))
+            a["nodes_modes"].append("LEAF" if leaf else str(rng.choice(modes)))
+            value = float(rng.integers(-2, 3)) / 2 if grid else float(rng.uniform(-1.5, 1.5))
+            a["nodes_values"].append(0.0 if leaf else value)
+            a["nodes_missing_value_tracks_true"].append(int(missing and rng.random() < 0.5))
+            a["nodes_truenodeids"].append(0)
+            a["nodes_falsenodeids"].append(0)
+            if leaf:
+                leaves.append((t, me))
+            else:
+                a["nodes_truenodeids"][row] = grow(d + 1)
+                a["nodes_falsenodeids"][row] = grow(d + 1)
+            return me
+
+        grow(0)
+    if not missing:
+        del a["nodes_missing_value_tracks_true"]
+    return a, leaves
+
+
+def inputs(rng, rows=16, features=4, grid=False, nans=False):
+    x = (rng.integers(-2, 3, (rows, features)) / 2 if grid else
+         rng.uniform(-2, 2, (rows, features))).astype(np.float32)
+    if nans:
+        x[rng.random(x.shape) < 0.2] = np.nan
+    return x
+
+
+def regressor(nodes, leaves, rng, targets=1, agg="SUM", post="NONE", base=None, opset=1,
+              as_tensor=None, features=4):
+    ws = dict(target_treeids=[], target_nodeids=[], target_ids=[], target_weights=[])
+    for t, n in leaves:
+        for k in range(targets):
+            if targets > 1 and rng.random() < 0.2:
+                continue  # a leaf without a weight for this target
+            ws["target_treeids"].append(t)
+            ws["target_nodeids"].append(n)
+            ws["target_ids"].append(k)
+            ws["target_weights"].append(float(rng.uniform(-1, 1)))
+    attrs = dict(nodes, **ws, n_targets=targets, aggregate_function=agg, post_transform=post)
+    if base is not None:
+        attrs["base_values"] = base
+    if as_tensor:  # opset 3: thresholds, weights and base values as tensors
+        for name in ["nodes_values", "target_weights", "base_values"]:
+            if name in attrs:
+                attrs[name + "_as_tensor"] = numpy_helper.from_array(
+                    np.array(attrs.pop(name), as_tensor), name)
+    node = helper.make_node("TreeEnsembleRegressor", ["X"], ["Y"], name="tree",
+                            domain="ai.onnx.ml", **attrs)
+    return harness.make_model([node], [("X", TP.FLOAT, ["n", features])], [("Y", TP.FLOAT, None)],
+                              domains={"ai.onnx.ml": opset})
+
+
+@pytest.mark.parametrize("modes", [("BRANCH_LEQ",), tuple(MODES)])
+@pytest.mark.parametrize("missing", [False, True])
+@pytest.mark.parametrize("seed", range(3))
+def test_regressor_modes_and_missing_values(modes, missing, seed):
+    rng = np.random.default_rng(seed)
+    grid = len(modes) > 1  # thresholds and inputs on one grid, so EQ/NEQ and ties happen
+    nodes, leaves = random_forest(rng, modes=modes, missing=missing, grid=grid)
+    x = inputs(rng, grid=grid, nans=True)
+    harness.check_against_cpu(regressor(nodes, leaves, rng), {"X": x}, atol=1e-5)
+
+
+@pytest.mark.parametrize("agg", ["SUM", "AVERAGE", "MIN", "MAX"])
+@pytest.mark.parametrize("targets", [1, 3])
+@pytest.mark.parametrize("base", [False, True])
+def test_regressor_aggregates_targets_base_values(agg, targets, base):
+    rng = np.random.default_rng(targets)
+    nodes, leaves = random_forest(rng, trees=7, modes=tuple(MODES), missing=True, grid=True)
+    b = [float(v) for v in rng.uniform(-1, 1, targets)] if base else None
+    m = regressor(nodes, leaves, rng, targets=targets, agg=agg, base=b)
+    harness.check_against_cpu(m, {"X": inputs(rng, grid=True, nans=True)}, atol=1e-5)
+
+
+@pytest.mark.parametrize("post", ["NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT"])
+@pytest.mark.parametrize("targets", [1, 3])
+def test_regressor_post_transforms(post, targets):
+    rng = np.random.default_rng(7)
+    nodes, leaves = random_forest(rng, trees=3)
+    m = regressor(nodes, leaves, rng, targets=targets, post=post, agg="AVERAGE",
+                  base=[0.5] * targets if post == "PROBIT" else None)
+    if post == "PROBIT":  # keep the scores inside (0, 1)
+        for at in m.graph.node[0].attribute:
+            if at.name == "target_weights":
+                at.floats[:] = [w * 0.3 for w in at.floats]
+    # ORT's closed-form erfinv cancels near p = 0.5: an ulp of its log moves the result ~1e-5
+    harness.check_against_cpu(m, {"X": inputs(rng)}, atol=5e-5 if post == "PROBIT" else 1e-5)
+
+
+def test_regressor_as_tensor_forms():
+    """Opset 3's _as_tensor attributes (float: ORT runs double ones only for double X)."""
+    rng = np.random.default_rng(3)
+    nodes, leaves = random_forest(rng, trees=6, modes=tuple(MODES))
+    m = regressor(nodes, leaves, rng, targets=2, opset=3, as_tensor=np.float32, base=[0.25, -0.5])
+    harness.check_against_cpu(m, {"X": inputs(rng, rows=64)}, atol=1e-5)
+
+
+def test_double_as_tensor_declined(tmp_path):
+    rng = np.random.default_rng(3)
+    nodes, leaves = random_forest(rng, trees=2)
+    m = regressor(nodes, leaves, rng, opset=3, as_tensor=np.float64)
+    assert "double _as_tensor" in oc.declined_reasons(m, tmp_path)["tree"]
+
+
+def test_regressor_one_row():
+    rng = np.random.default_rng(11)
+    nodes, leaves = random_forest(rng, trees=4, modes=tuple(MODES), grid=True)
+    m = regressor(nodes, leaves, rng)
+    harness.check_against_cpu(m, {"X": inputs(rng, rows=1, grid=True)}, atol=1e-5)
+
+
+def test_regressor_1d_input_declined(tmp_path):
+    rng = np.random.default_rng(11)
+    nodes, leaves = random_forest(rng, trees=2, features=1)
+    m = regressor(nodes, leaves, rng, features=1)
+    m.graph.input[0].type.tensor_type.shape.dim.pop(1)
+    reason = oc.check_declined(m, {"X": inputs(rng, rows=5, features=1)[:, 0].copy()}, "tree",
+                               "rank 1", tmp_path)
+    assert "one row of one feature" in reason
+
+
+@pytest.mark.parametrize("elem", [np.int64, np.int32])
+def test_classifier_integer_input(elem):
+    rng = np.random.default_rng(11)
+    nodes, leaves = random_forest(rng, trees=4, modes=tuple(MODES), grid=True)
+    m = classifier(nodes, leaves, rng, [0, 1, 2], [0, 1, 2])
+    m.graph.input[0].type.tensor_type.elem_type = harness.onnx_type(elem)
+    x = rng.integers(-2, 3, (9, 4)).astype(elem)
+    harness.check_against_cpu(m, {"X": x}, atol=1e-5)
+
+
+def classifier(nodes, leaves, rng, labels, class_ids, post="NONE", base=None, positive=False,
+               opset=1, as_tensor=None):
+    ws = dict(class_treeids=[], class_nodeids=[], class_ids=[], class_weights=[])
+    for t, n in leaves:
+        for k in class_ids:
+            ws["class_treeids"].append(t)
+            ws["class_nodeids"].append(n)
+            ws["class_ids"].append(k)
+            ws["class_weights"].append(float(rng.uniform(0 if positive else -1, 1)))
+    attrs = dict(nodes, **ws, classlabels_int64s=labels, post_transform=post)
+    if base is not None:
+        attrs["base_values"] = base
+    if as_tensor:
+        for name in ["nodes_values", "class_weights", "base_values"]:
+            if name in attrs:
+                attrs[name + "_as_tensor"] = numpy_helper.from_array(
+                    np.array(attrs.pop(name), as_tensor), name)
+    node = helper.make_node("TreeEnsembleClassifier", ["X"], ["Y", "Z"], name="tree",
+                            domain="ai.onnx.ml", **attrs)
+    return harness.make_model([node], [("X", TP.FLOAT, ["n", 4])],
+                              [("Y", TP.INT64, None), ("Z", TP.FLOAT, None)],
+                              domains={"ai.onnx.ml": opset})
+
+
+@pytest.mark.parametrize("post", ["NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO"])
+@pytest.mark.parametrize("base", [False, True])
+def test_classifier_multiclass(post, base):
+    rng = np.random.default_rng(5)
+    nodes, leaves = random_forest(rng, trees=6, modes=tuple(MODES), missing=True, grid=True)
+    m = classifier(nodes, leaves, rng, [3, 1, 4, 7], [0, 1, 2, 3], post=post,
+                   base=[0.1, -0.2, 0.3, 0.0] if base else None)
+    got, _, _ = harness.check_against_cpu(m, {"X": inputs(rng, grid=True, nans=True)},
+                                          atol=1e-5)
+    assert set(got[0]) <= {3, 1, 4, 7}
+
+
+def test_classifier_multiclass_some_classes_without_weights():
+    """Classes no leaf reached stay out of the arg max when there are no base values."""
+    rng = np.random.default_rng(6)
+    nodes, leaves = random_forest(rng, trees=3)
+    m = classifier(nodes, leaves, rng, [0, 1, 2], [0, 2])
+    harness.check_against_cpu(m, {"X": inputs(rng)}, atol=1e-5)
+
+
+@pytest.mark.parametrize("post", ["NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO"])
+@pytest.mark.parametrize("base", [None, [0.3]])
+@pytest.mark.parametrize("positive", [False, True])
+def test_classifier_binary_one_class_weights(post, base, positive):
+    """Two labels, weights for class 0 only (gradient boosting's form): ORT's binary rules, all
+    positive weights ([1 - p, p], label by p > 0.5) or mixed ([-s, s] or the sigmoid pair)."""
+    rng = np.random.default_rng(8)
+    nodes, leaves = random_forest(rng, trees=5)
+    m = classifier(nodes, leaves, rng, [10, 20], [0], post=post, base=base, positive=positive)
+    harness.check_against_cpu(m, {"X": inputs(rng, rows=64)}, atol=1e-5)
+
+
+@pytest.mark.parametrize("class_ids,base,post,reason", [
+    ([0], [0.2, 0.7], "NONE", "two base values"),
+    ([1], None, "NONE", "weights for class 1 only"),
+    ([0, 1], None, "PROBIT", "PROBIT with two classes"),
+])
+def test_classifier_binary_forms_declined(class_ids, base, post, reason, tmp_path):
+    """Two-class forms where ORT's output is not a per-row rule (zeros, dropped base values,
+    probits packed into the wrong column) stay with ORT."""
+    rng = np.random.default_rng(8)
+    nodes, leaves = random_forest(rng, trees=3)
+    m = classifier(nodes, leaves, rng, [10, 20], class_ids, post=post, base=base)
+    assert reason in oc.declined_reasons(m, tmp_path)["tree"]
+
+
+@pytest.mark.parametrize("post", ["NONE", "LOGISTIC", "SOFTMAX"])
+@pytest.mark.parametrize("base", [None, [0.1, 0.2]])
+def test_classifier_binary_both_classes(post, base):
+    """Two labels with weights for both classes (a random forest's form)."""
+    rng = np.random.default_rng(9)
+    nodes, leaves = random_forest(rng, trees=4)
+    m = classifier(nodes, leaves, rng, [0, 1], [0, 1], post=post, base=base, positive=True)
+    harness.check_against_cpu(m, {"X": inputs(rng)}, atol=1e-5)
+
+
+def test_classifier_as_tensor_forms():
+    rng = np.random.default_rng(12)
+    nodes, leaves = random_forest(rng, trees=4, modes=tuple(MODES), grid=True)
+    m = classifier(nodes, leaves, rng, [0, 1, 2], [0, 1, 2], post="SOFTMAX", opset=3,
+                   as_tensor=np.float32, base=[0.0, 0.1, 0.2])
+    harness.check_against_cpu(m, {"X": inputs(rng, grid=True)}, atol=1e-5)
+
+
+def test_classifier_string_labels_declined(tmp_path):
+    rng = np.random.default_rng(1)
+    nodes, leaves = random_forest(rng, trees=2)
+    m = classifier(nodes, leaves, rng, [0, 1], [0, 1])
+    n = m.graph.node[0]
+    keep = [a for a in n.attribute if a.name != "classlabels_int64s"]
+    del n.attribute[:]
+    n.attribute.extend(keep + [helper.make_attribute("classlabels_strings", ["a", "b"])])
+    m.graph.output[0].type.tensor_type.elem_type = TP.STRING
+    oc.check_declined(m, None, "tree", "string", tmp_path)
+
+
+def test_regressor_child_outside_tree_declined(tmp_path):
+    rng = np.random.default_rng(2)
+    nodes, leaves = random_forest(rng, trees=2, depth=2)
+    nodes["nodes_truenodeids"][0] = 99
+    reason = oc.declined_reasons(regressor(nodes, leaves, rng), tmp_path)
+    assert "names a child that tree lacks" in reason["tree"]
+
+
+def test_forest_of_many_trees_one_group():
+    """200 deep trees over 1000 rows: a Scaler feeding the forest, one group on MLX."""
+    rng = np.random.default_rng(4)
+    nodes, leaves = random_forest(rng, trees=200, depth=8, features=6, missing=True)
+    tree = regressor(nodes, leaves, rng, features=6).graph.node[0]
+    scaler = helper.make_node("Scaler", ["X0"], ["X"], name="sc", domain="ai.onnx.ml",
+                              offset=[0.0] * 6, scale=[1.5] * 6)
+    m = harness.make_model([scaler, tree], [("X0", TP.FLOAT, ["n", 6])],
+                           [("Y", TP.FLOAT, None)], domains={"ai.onnx.ml": 1})
+    x = inputs(rng, rows=1000, features=6, nans=True)
+    got, ref, record = harness.run_with_paths(m, {"X0": x})
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-4)
+    assert len(record["groups"]) == 1
