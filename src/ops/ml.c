@@ -623,7 +623,7 @@ const op_row ops_ml_rows[] = {
     {ML, "Binarizer", 1, 1, NULL, translate_binarizer, OP_SHAPELESS, OP_T(IR_FLOAT), 0,
      "x > threshold; NaN stays NaN", NULL, NULL, 0, NULL},
     {ML, "LinearRegressor", 1, 1, claim_linear_regressor, translate_linear_regressor,
-     OP_SHAPE_KEYED, ML_IN, 0, "X coefficients^T + intercepts, post_transform", NULL, NULL, 0,
+     OP_SHAPE_KEYED, OP_T(IR_FLOAT), 0, "X coefficients^T + intercepts, post_transform", NULL, NULL, 0,
      NULL},
     {ML, "LinearClassifier", 1, 1, claim_linear_classifier, translate_linear_classifier,
      OP_SHAPE_KEYED, ML_IN, 0,

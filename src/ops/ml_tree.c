@@ -1,14 +1,16 @@
 /*
  * TreeEnsembleRegressor and TreeEnsembleClassifier (ai.onnx.ml 1 and 3: float thresholds and
  * weights as attributes or as float _as_tensor attributes; the double ones, which ONNX Runtime
- * runs only for double X, are declined), evaluated for the whole batch as one array program. At plan build the trees become flat node tables in which the
- * roots come first (tree t's root is node t) and a leaf points at itself: per node its feature,
- * true and false child, mode and missing-value rule (int32 [G + 1, 4], the extra row holding the
- * depth and the modes used), its threshold (float32 [G]) and per leaf its weights and which
- * targets it has weights for (float32 [G, 2K]). A Run starts every row at every root ([N, T])
- * and takes depth-many steps of gathers (node fields, then X's feature) and comparisons; then
- * it gathers the leaves' weights and aggregates over the trees (SUM, AVERAGE, MIN, MAX) with
- * ONNX Runtime's base values, binary-class rules and post-transforms (ops/ml.c).
+ * runs only for double X, are declined) and TreeEnsemble (ai.onnx.ml 5, float X, with
+ * BRANCH_MEMBER sets), evaluated for the whole batch as one array program. At plan build the
+ * trees become flat node tables in which the roots come first (tree t's root is node t) and a
+ * leaf points at itself: per node its feature, true and false child, mode and missing-value
+ * rule (int32 [G + 2, 4], the extra rows holding the depth, the modes used and the features
+ * read), its threshold and for BRANCH_MEMBER its set (float32 [G, W], NaN padded), and per leaf
+ * its weights and which targets it has weights for (float32 [G, 2K]). A Run starts every row at
+ * every root ([N, T]) and takes depth-many steps of gathers (node fields, then X's feature) and
+ * comparisons; then it gathers the leaves' weights and aggregates over the trees (SUM, AVERAGE,
+ * MIN, MAX) with ONNX Runtime's base values, two-class rules and post-transforms (ops/ml.c).
  *
  * Comparisons are exact (float32 X against float32 thresholds, as ONNX Runtime compares them;
  * integer X converted to float32 as C++ converts it there). Weights are summed in float32 in
@@ -24,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { M_LEQ, M_LT, M_GTE, M_GT, M_EQ, M_NEQ, M_LEAF, M_COUNT };
+enum { M_LEQ, M_LT, M_GTE, M_GT, M_EQ, M_NEQ, M_LEAF, M_COUNT, M_MEMBER = M_COUNT };
 enum { AGG_SUM, AGG_AVERAGE, AGG_MIN, AGG_MAX };
 enum { TREE_MAX_DEPTH = 4096, TREE_MAX_NODES = 1 << 24 };
 
@@ -194,12 +196,14 @@ static bool tree_read(const ir_node *n, tree_spec *s, char *err, size_t len) {
 
 /* The flat tables (see the top of the file). */
 typedef struct tree_tables {
-  int32_t *info; /* [G + 1, 4] */
-  float *thr;    /* [G] */
+  int32_t *info; /* [G + 2, 4]: per node feature, true, false, mode | 8 (NaN goes true); then
+                  * (depth, trees, modes met, any NaN rule) and (features read, 0, 0, 0) */
+  float *thr;    /* [G, W]: the threshold, then a BRANCH_MEMBER node's set (NaN padded) */
   float *leaf;   /* [G, 2K] */
-  int n_trees, depth;
+  int n_trees, depth, width;
   unsigned modes; /* bit per mode met */
   bool missing;   /* some node sends NaN to its true child */
+  int32_t features; /* 1 + the largest feature a branch reads */
 } tree_tables;
 
 static void tables_free(tree_tables *tt) {
@@ -226,14 +230,50 @@ static int32_t find_node(const key_at *keys, size_t count, int64_t tree, int64_t
   return hit ? hit->at : -1;
 }
 
+/* The depth of the deepest leaf, by levels from the roots (nodes 0 .. roots - 1); a node met
+ * twice means the nodes do not form trees. level: scratch of g entries. */
+static bool tables_depth(tree_tables *tt, size_t g, size_t roots, int32_t *level, char *err,
+                         size_t len) {
+  for (size_t i = 0; i < g; i++) level[i] = i < roots ? 0 : -1;
+  for (int d = 0, changed = 1; changed; d++) {
+    changed = 0;
+    if (d > TREE_MAX_DEPTH) {
+      snprintf(err, len, "a tree is deeper than %d levels", TREE_MAX_DEPTH);
+      return false;
+    }
+    for (size_t i = 0; i < g; i++) {
+      const int32_t *row = tt->info + i * 4;
+      if (level[i] != d || (row[3] & 7) == M_LEAF) continue;
+      for (int c = 1; c <= 2; c++) {
+        if (level[row[c]] >= 0 && !(c == 2 && row[2] == row[1])) {
+          snprintf(err, len, "a node is reached twice: the nodes do not form trees");
+          return false;
+        }
+        level[row[c]] = d + 1;
+        changed = 1;
+        if (d + 1 > tt->depth) tt->depth = d + 1;
+      }
+    }
+  }
+  return true;
+}
+
+/* The two rows after the nodes: what the translator needs before it walks. */
+static void tables_meta(tree_tables *tt, size_t g) {
+  int32_t *meta = tt->info + g * 4;
+  meta[0] = tt->depth, meta[1] = tt->n_trees, meta[2] = (int32_t)tt->modes, meta[3] = tt->missing;
+  meta[4] = tt->features;
+}
+
 static bool tables_build(const tree_spec *s, tree_tables *tt, char *err, size_t len) {
   memset(tt, 0, sizeof *tt);
   size_t g = s->n_nodes, k2 = (size_t)s->k * 2;
   key_at *keys = malloc(sizeof *keys * g);
   int32_t *place = malloc(sizeof *place * g);
   int32_t *level = malloc(sizeof *level * g);
-  tt->info = calloc((g + 1) * 4, sizeof *tt->info);
+  tt->info = calloc((g + 2) * 4, sizeof *tt->info);
   tt->thr = calloc(g, sizeof *tt->thr);
+  tt->width = 1;
   tt->leaf = calloc(g * k2, sizeof *tt->leaf);
   bool ok = false;
   if (!keys || !place || !level || !tt->info || !tt->thr || !tt->leaf) {
@@ -286,32 +326,11 @@ static bool tables_build(const tree_spec *s, tree_tables *tt, char *err, size_t 
     bool miss = s->n_missing && s->missing[i];
     tt->missing |= miss;
     row[0] = (int32_t)s->feature[i], row[1] = t, row[2] = f, row[3] = mode | (miss ? 8 : 0);
+    if (row[0] + 1 > tt->features) tt->features = row[0] + 1;
     double th = real_at(s->thr_f, s->thr_d, i);
     tt->thr[at] = (float)th;
   }
-  /* depth: levels from each root; a node met twice means the trees are not trees */
-  for (size_t i = 0; i < g; i++) level[i] = -1;
-  for (size_t i = 0; i < roots; i++) level[i] = 0;
-  for (int d = 0, changed = 1; changed; d++) {
-    changed = 0;
-    if (d > TREE_MAX_DEPTH) {
-      snprintf(err, len, "a tree is deeper than %d levels", TREE_MAX_DEPTH);
-      goto done;
-    }
-    for (size_t i = 0; i < g; i++) {
-      const int32_t *row = tt->info + i * 4;
-      if (level[i] != d || (row[3] & 7) == M_LEAF) continue;
-      for (int c = 1; c <= 2; c++) {
-        if (level[row[c]] >= 0) {
-          snprintf(err, len, "a node is reached twice: the nodes do not form trees");
-          goto done;
-        }
-        level[row[c]] = d + 1;
-        changed = 1;
-        if (d + 1 > tt->depth) tt->depth = d + 1;
-      }
-    }
-  }
+  if (!tables_depth(tt, g, roots, level, err, len)) goto done;
   /* leaf weights, per target: summed (SUM, AVERAGE) or kept at their min or max */
   for (size_t i = 0; i < s->n_weights; i++) {
     int32_t at = find_node(keys, g, s->w_tree[i], s->w_node[i]);
@@ -328,9 +347,7 @@ static bool tables_build(const tree_spec *s, tree_tables *tt, char *err, size_t 
     else w[id] = v > w[id] ? v : w[id];
     has[id] = 1.0f;
   }
-  int32_t *meta = tt->info + g * 4;
-  meta[0] = tt->depth, meta[1] = tt->n_trees, meta[2] = (int32_t)tt->modes,
-  meta[3] = tt->missing;
+  tables_meta(tt, g);
   ok = true;
 done:
   free(keys);
@@ -338,6 +355,183 @@ done:
   free(level);
   if (!ok) tables_free(tt);
   return ok;
+}
+
+/* --- TreeEnsemble (ai.onnx.ml 5) ----------------------------------------------------------- */
+/* Its own layout: interior nodes with leaf-or-node children, leaves apart (one target and weight
+ * each), modes as a uint8 tensor, BRANCH_MEMBER sets in membership_values split by NaN. */
+typedef struct tree5_spec {
+  size_t n_nodes, n_leaves, n_roots, n_members;
+  const int64_t *roots, *feature, *truen, *falsen, *trueleaf, *falseleaf, *missing, *target;
+  size_t n_missing;
+  const uint8_t *modes;
+  const float *splits, *weights, *members;
+} tree5_spec;
+
+static const void *tensor_of(const ir_node *n, const char *name, int type, size_t *count) {
+  const ir_attr *a = ir_find_attr(n, name);
+  *count = 0;
+  if (!a || a->type != IR_ATTR_TENSOR || a->tensor_elem_type != type) return NULL;
+  *count = a->tensor_bytes / ir_elem_size(type);
+  return a->tensor_data;
+}
+
+static bool tree5_read(const ir_node *n, tree_spec *s, tree5_spec *v, char *err, size_t len) {
+  memset(s, 0, sizeof *s);
+  memset(v, 0, sizeof *v);
+  size_t c[7], cm, cs, cw;
+  v->roots = ints_of(n, "tree_roots", &v->n_roots);
+  v->feature = ints_of(n, "nodes_featureids", &c[0]);
+  v->truen = ints_of(n, "nodes_truenodeids", &c[1]);
+  v->falsen = ints_of(n, "nodes_falsenodeids", &c[2]);
+  v->trueleaf = ints_of(n, "nodes_trueleafs", &c[3]);
+  v->falseleaf = ints_of(n, "nodes_falseleafs", &c[4]);
+  v->missing = ints_of(n, "nodes_missing_value_tracks_true", &v->n_missing);
+  v->target = ints_of(n, "leaf_targetids", &v->n_leaves);
+  v->modes = tensor_of(n, "nodes_modes", IR_UINT8, &cm);
+  v->splits = tensor_of(n, "nodes_splits", IR_FLOAT, &cs);
+  v->weights = tensor_of(n, "leaf_weights", IR_FLOAT, &cw);
+  v->members = tensor_of(n, "membership_values", IR_FLOAT, &v->n_members);
+  v->n_nodes = c[0];
+  c[5] = cm, c[6] = cs;
+  for (int i = 1; i < 7; i++)
+    if (c[i] != v->n_nodes) {
+      snprintf(err, len, "nodes_* have different lengths (nodes_splits, leaf_weights and "
+               "membership_values must be float tensors, nodes_modes uint8)");
+      return false;
+    }
+  if (v->n_nodes == 0 || v->n_nodes + v->n_leaves > TREE_MAX_NODES || v->n_roots == 0 ||
+      cw != v->n_leaves || (v->n_missing && v->n_missing != v->n_nodes)) {
+    snprintf(err, len, "%zu nodes, %zu leaves, %zu weights and %zu roots do not fit together",
+             v->n_nodes, v->n_leaves, cw, v->n_roots);
+    return false;
+  }
+  s->k = ir_attr_int(n, "n_targets", 1);
+  s->agg = (int)ir_attr_int(n, "aggregate_function", 1);
+  int64_t post = ir_attr_int(n, "post_transform", 0);
+  /* ONNX Runtime reads the number in its own order (NONE, LOGISTIC, SOFTMAX, SOFTMAX_ZERO,
+   * PROBIT), not the spec's (NONE, SOFTMAX, LOGISTIC, ...): its results are what is matched */
+  static const ml_post posts[] = {ML_POST_NONE, ML_POST_LOGISTIC, ML_POST_SOFTMAX,
+                                  ML_POST_SOFTMAX_ZERO, ML_POST_PROBIT};
+  static const int aggs[] = {AGG_AVERAGE, AGG_SUM, AGG_MIN, AGG_MAX};
+  if (s->agg < 0 || s->agg > 3 || post < 0 || post > 4 || s->k < 1 || s->k > (1 << 16)) {
+    snprintf(err, len, "aggregate_function %d, post_transform %lld or n_targets %lld is out of "
+             "range", s->agg, (long long)post, (long long)s->k);
+    return false;
+  }
+  s->agg = aggs[s->agg];
+  s->post = posts[post];
+  s->n_nodes = v->n_nodes + v->n_leaves;
+  for (size_t i = 0; i < v->n_leaves; i++)
+    if (v->target[i] < 0 || v->target[i] >= s->k) {
+      snprintf(err, len, "leaf_targetids[%zu] is outside [0, %lld)", i, (long long)s->k);
+      return false;
+    }
+  return true;
+}
+
+/* Roots first (in tree_roots order), the other nodes after them, then the leaves. */
+static bool tables_build5(const tree_spec *s, const tree5_spec *v, tree_tables *tt, char *err,
+                          size_t len) {
+  memset(tt, 0, sizeof *tt);
+  size_t nodes = v->n_nodes, g = nodes + v->n_leaves, k2 = (size_t)s->k * 2, most = 0;
+  for (size_t i = 0, run = 0; i <= v->n_members; i++) { /* the largest set */
+    if (i == v->n_members || isnan(v->members[i])) {
+      most = run > most ? run : most;
+      run = 0;
+    } else {
+      run++;
+    }
+  }
+  tt->width = 1 + (int)most;
+  int32_t *place = malloc(sizeof *place * (nodes ? nodes : 1)), *level = malloc(sizeof *level * g);
+  tt->info = calloc((g + 2) * 4, sizeof *tt->info);
+  tt->thr = calloc(g * (size_t)tt->width, sizeof *tt->thr);
+  tt->leaf = calloc(g * k2, sizeof *tt->leaf);
+  bool ok = false;
+  if (!place || !level || !tt->info || !tt->thr || !tt->leaf) {
+    snprintf(err, len, "out of memory building the tree tables");
+    goto done;
+  }
+  for (size_t i = 0; i < nodes; i++) place[i] = -1;
+  for (size_t r = 0; r < v->n_roots; r++) {
+    if (v->roots[r] < 0 || (size_t)v->roots[r] >= nodes || place[v->roots[r]] >= 0) {
+      snprintf(err, len, "tree_roots[%zu] = %lld is not a distinct node", r,
+               (long long)v->roots[r]);
+      goto done;
+    }
+    place[v->roots[r]] = (int32_t)r;
+  }
+  size_t next = v->n_roots;
+  for (size_t i = 0; i < nodes; i++)
+    if (place[i] < 0) place[i] = (int32_t)next++;
+  tt->n_trees = (int)v->n_roots;
+  const float *member = v->members;
+  for (size_t i = 0; i < nodes; i++) {
+    int32_t *row = tt->info + (size_t)place[i] * 4;
+    int mode = v->modes[i] == 6 ? M_MEMBER : v->modes[i];
+    if (v->modes[i] > 6) {
+      snprintf(err, len, "nodes_modes[%zu] = %d is not a mode", i, v->modes[i]);
+      goto done;
+    }
+    int64_t ids[2] = {v->truen[i], v->falsen[i]}, leafs[2] = {v->trueleaf[i], v->falseleaf[i]};
+    for (int c = 0; c < 2; c++) {
+      size_t bound = leafs[c] ? v->n_leaves : nodes;
+      if (ids[c] < 0 || (size_t)ids[c] >= bound) {
+        snprintf(err, len, "node %zu's %s child %lld is out of range", i, c ? "false" : "true",
+                 (long long)ids[c]);
+        goto done;
+      }
+      row[1 + c] = leafs[c] ? (int32_t)(nodes + (size_t)ids[c]) : place[ids[c]];
+    }
+    if (v->feature[i] < 0 || v->feature[i] > INT32_MAX) {
+      snprintf(err, len, "nodes_featureids[%zu] is out of range", i);
+      goto done;
+    }
+    bool miss = v->n_missing && v->missing[i];
+    row[0] = (int32_t)v->feature[i], row[3] = mode | (miss ? 8 : 0);
+    tt->missing |= miss;
+    tt->modes |= 1u << mode;
+    if (row[0] + 1 > tt->features) tt->features = row[0] + 1;
+    float *th = tt->thr + (size_t)place[i] * (size_t)tt->width;
+    th[0] = v->splits[i];
+    for (int m = 1; m < tt->width; m++) th[m] = NAN;
+    if (mode == M_MEMBER) { /* this node's set: the next run of membership_values */
+      const float *end = v->members + v->n_members;
+      if (member >= end) {
+        snprintf(err, len, "membership_values has fewer sets than BRANCH_MEMBER nodes");
+        goto done;
+      }
+      for (int m = 1; member < end && !isnan(*member); member++) th[m++] = *member;
+      if (member < end) member++; /* the NaN delimiter */
+    }
+  }
+  for (size_t l = 0; l < v->n_leaves; l++) {
+    size_t at = nodes + l;
+    int32_t *row = tt->info + at * 4;
+    row[1] = row[2] = (int32_t)at, row[3] = M_LEAF;
+    tt->leaf[at * k2 + (size_t)v->target[l]] = v->weights[l];
+    tt->leaf[at * k2 + (size_t)s->k + (size_t)v->target[l]] = 1.0f;
+  }
+  if (!tables_depth(tt, g, v->n_roots, level, err, len)) goto done;
+  tables_meta(tt, g);
+  ok = true;
+done:
+  free(place);
+  free(level);
+  if (!ok) tables_free(tt);
+  return ok;
+}
+
+static bool is_v5(const ir_node *n) { return strcmp(n->op_type, "TreeEnsemble") == 0; }
+
+/* Reads either layout and builds the tables. */
+static bool tree_any(const ir_node *n, tree_spec *s, tree_tables *tt, char *err, size_t len) {
+  if (is_v5(n)) {
+    tree5_spec v;
+    return tree5_read(n, s, &v, err, len) && tables_build5(s, &v, tt, err, len);
+  }
+  return tree_read(n, s, err, len) && tables_build(s, tt, err, len);
 }
 
 static bool claim_tree(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
@@ -348,6 +542,12 @@ static bool claim_tree(const ir_graph *g, const ir_node *n, const op_row *r, op_
   if (x->rank == 0 || x->rank > 2) return op_decline(why, "X must be [N, C]");
   char err[240];
   tree_spec s;
+  tree_tables tt;
+  if (is_v5(n)) {
+    if (!tree_any(n, &s, &tt, err, sizeof err)) return op_decline(why, "%s", err);
+    tables_free(&tt);
+    return true;
+  }
   if (!tree_read(n, &s, err, sizeof err)) return op_decline(why, "%s", err);
   if (s.thr_d || s.w_d || s.base_d)
     return op_decline(why, "double _as_tensor attributes: ONNX Runtime runs them only for "
@@ -365,7 +565,6 @@ static bool claim_tree(const ir_graph *g, const ir_node *n, const op_row *r, op_
       return op_decline(why, "two classes, weights for one class and two base values: ONNX "
                         "Runtime leaves the second score at zero");
   }
-  tree_tables tt;
   if (!tables_build(&s, &tt, err, sizeof err)) return op_decline(why, "%s", err);
   tables_free(&tt);
   return true;
@@ -376,12 +575,12 @@ static int prepare_tree(tr_ctx *t, const ir_node *n, const op_row *r) {
   char err[240];
   tree_spec s;
   tree_tables tt;
-  if (!tree_read(n, &s, err, sizeof err) || !tables_build(&s, &tt, err, sizeof err))
-    return tr_fail(t, "%s", err);
-  int g = (int)s.n_nodes, ishape[2] = {g + 1, 4}, lshape[2] = {g, (int)s.k * 2};
+  if (!tree_any(n, &s, &tt, err, sizeof err)) return tr_fail(t, "%s", err);
+  int g = (int)s.n_nodes, ishape[2] = {g + 2, 4}, lshape[2] = {g, (int)s.k * 2};
+  int tshape[2] = {g, tt.width};
   mx_array info, thr, leaf;
   int rc = mx_from_data(t->mx, &info, tt.info, ishape, 2, MX_INT32);
-  if (rc == MX_OK) rc = mx_from_data(t->mx, &thr, tt.thr, &g, 1, MX_FLOAT32);
+  if (rc == MX_OK) rc = mx_from_data(t->mx, &thr, tt.thr, tshape, 2, MX_FLOAT32);
   if (rc == MX_OK) rc = mx_from_data(t->mx, &leaf, tt.leaf, lshape, 2, MX_FLOAT32);
   tables_free(&tt);
   TR_TRY(rc);
@@ -414,12 +613,14 @@ static int walk(tr_ctx *t, mx_array x, mx_array info, mx_array thr, const int32_
     TR_TRY(col(t, row, 1, &tc));
     TR_TRY(col(t, row, 2, &fc));
     TR_TRY(col(t, row, 3, &flags));
-    TR_TRY(mx_take(t->mx, &th, thr, idx, 0));
+    mx_array ths;
+    TR_TRY(mx_take(t->mx, &ths, thr, idx, 0)); /* [N, T, W] */
+    TR_TRY(col(t, ths, 0, &th));
     TR_TRY(mx_take_along_axis(t->mx, &xv, x, feat, 1));
     TR_TRY(mx_binary(t->mx, &mode, MX_BITWISE_AND, flags, seven));
     static const mx_binary_op cmp[] = {MX_LESS_EQUAL, MX_LESS, MX_GREATER_EQUAL, MX_GREATER,
                                        MX_EQUAL, MX_NOT_EQUAL};
-    int branch_modes = 0;
+    int branch_modes = (modes >> M_MEMBER) & 1;
     for (int m = 0; m < M_LEAF; m++) branch_modes += (modes >> m) & 1;
     for (int m = 0; m < M_LEAF; m++) {
       if (!((modes >> m) & 1)) continue;
@@ -433,6 +634,19 @@ static int walk(tr_ctx *t, mx_array x, mx_array info, mx_array thr, const int32_
       }
       if (go) TR_TRY(mx_binary(t->mx, &go, MX_LOGICAL_OR, go, c));
       else go = c;
+    }
+    if ((modes >> M_MEMBER) & 1) { /* x among the node's set (NaN padding never matches) */
+      mx_array set, in, code, is, last = NULL;
+      int ax = 2;
+      TR_TRY(tr_slice_axis(t, ths, 2, 1, mx_dim(ths, 2), &set));
+      TR_TRY(mx_expand_dims(t->mx, &last, xv, &ax, 1));
+      TR_TRY(mx_binary(t->mx, &in, MX_EQUAL, last, set));
+      TR_TRY(mx_reduce(t->mx, &in, MX_ANY, in, &ax, 1, false));
+      TR_TRY(mx_scalar_int(t->mx, &code, M_MEMBER, MX_INT32));
+      TR_TRY(mx_binary(t->mx, &is, MX_EQUAL, mode, code));
+      TR_TRY(mx_binary(t->mx, &in, MX_LOGICAL_AND, in, is));
+      if (go) TR_TRY(mx_binary(t->mx, &go, MX_LOGICAL_OR, go, in));
+      else go = in;
     }
     if (!go) break; /* only leaves */
     if (meta[3]) { /* NaN goes to the true child where the node says so */
@@ -572,21 +786,20 @@ static int translate_tree(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)r;
   char err[240];
   tree_spec s;
-  if (!tree_read(n, &s, err, sizeof err)) return tr_fail(t, "%s", err);
+  tree5_spec v5;
+  if (!(is_v5(n) ? tree5_read(n, &s, &v5, err, sizeof err) : tree_read(n, &s, err, sizeof err)))
+    return tr_fail(t, "%s", err);
   mx_array info = tr_derived(t, 0), thr = tr_derived(t, 1), leaf = tr_derived(t, 2);
   if (!info || !thr || !leaf) return tr_fail(t, "the tree tables were not prepared");
   const void *host;
   TR_TRY(mx_host_data(t->mx, info, &host));
-  const int32_t *meta = (const int32_t *)host + s.n_nodes * 4;
+  const int32_t *meta = (const int32_t *)host + (size_t)(mx_dim(info, 0) - 2) * 4;
   mx_array x = tr_in(t, 0), idx, score, has;
   if (mx_ndim(x) != 2) return tr_fail(t, "X must be [N, C]");
   if (mx_dtype_of(x) != MX_FLOAT32) TR_TRY(mx_astype(t->mx, &x, x, MX_FLOAT32));
   int rows = mx_dim(x, 0), features = mx_dim(x, 1);
-  const char *m = s.modes;
-  for (size_t i = 0; i < s.n_nodes; i++, m += strlen(m) + 1)
-    if (s.feature[i] >= features && strcmp(m, "LEAF") != 0)
-      return tr_fail(t, "node %zu reads feature %lld; X has %d", i, (long long)s.feature[i],
-                     features);
+  if (meta[4] > features)
+    return tr_fail(t, "a node reads feature %d; X has %d", meta[4] - 1, features);
   TR_TRY(walk(t, x, info, thr, meta, &idx));
   TR_TRY(aggregate(t, &s, leaf, idx, meta[1], &score, &has));
   if (!s.classifier) {
@@ -629,9 +842,14 @@ static int translate_tree(tr_ctx *t, const ir_node *n, const op_row *r) {
 const op_row ops_ml_tree_rows[] = {
     {"ai.onnx.ml", "TreeEnsembleRegressor", 1, 4, claim_tree, translate_tree, OP_SHAPE_KEYED,
      OP_T(IR_FLOAT), 0,
-     "depth-many gather steps over [N, trees]; SUM/AVERAGE/MIN/MAX; float or double "
-     "(_as_tensor) thresholds compared exactly in float32; weights summed in float32",
+     "depth-many gather steps over [N, trees]; SUM/AVERAGE/MIN/MAX; float attributes or "
+     "_as_tensor (double ones declined); weights summed in float32",
      NULL, prepare_tree, 0, NULL},
+    {"ai.onnx.ml", "TreeEnsemble", 5, 5, claim_tree, translate_tree, OP_SHAPE_KEYED,
+     OP_T(IR_FLOAT), 0,
+     "float X; as TreeEnsembleRegressor; BRANCH_MEMBER tests x == a member exactly (ONNX "
+     "Runtime 1.31 departs from that for fractional x)", NULL,
+     prepare_tree, 0, NULL},
     {"ai.onnx.ml", "TreeEnsembleClassifier", 1, 4, claim_tree, translate_tree, OP_SHAPE_KEYED,
      TREE_IN, 0,
      "as TreeEnsembleRegressor; classlabels_int64s (strings stay with ONNX Runtime), ONNX "

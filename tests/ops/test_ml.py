@@ -239,6 +239,35 @@ def test_label_encoder_strings_declined(tmp_path):
     oc.check_declined(m, None, "n", "string", tmp_path)
 
 
+@pytest.mark.cpu_device
+@pytest.mark.parametrize("op", ["Scaler", "Normalizer", "LinearClassifier", "ArrayFeatureExtractor",
+                                "FeatureVectorizer", "OneHotEncoder", "LabelEncoder"])
+def test_float64_input_on_cpu_device(op):
+    """float64 X (the CPU device): read as ORT's kernels read it, cast to float32 where they do."""
+    x = np.round(harness.rand((5, 3), np.float64) * 2) / 2
+    feeds = {"X": x}
+    d = TP.DOUBLE
+    if op == "Scaler":
+        m = ml_model(op, [("X", d, [5, 3])], [("Y", TP.FLOAT, None)], offset=[1.0], scale=[2.0])
+    elif op == "Normalizer":
+        m = ml_model(op, [("X", d, [5, 3])], [("Y", TP.FLOAT, None)], norm="L2")
+    elif op == "LinearClassifier":
+        m = classifier(3, [0, 1, 2], "SOFTMAX", d, rows=5, features=3)
+    elif op == "ArrayFeatureExtractor":
+        m = ml_model(op, [("X", d, [5, 3]), ("I", TP.INT64, [2])], [("Y", d, None)])
+        feeds["I"] = np.array([2, 0], np.int64)
+    elif op == "FeatureVectorizer":
+        m = ml_model(op, [("X", d, [5, 3])], [("Y", TP.FLOAT, None)], inputdimensions=[4])
+    elif op == "OneHotEncoder":
+        m = ml_model(op, [("X", d, [5, 3])], [("Y", TP.FLOAT, None)], cats_int64s=[0, 1, -1])
+    else:
+        t = {k: numpy_helper.from_array(np.array(v), k) for k, v in
+             [("keys_tensor", [0.5, 1.0, -2.0]), ("values_tensor", [2.0, 3.0, 4.0]),
+              ("default_tensor", [-1.0])]}
+        m = ml_model(op, [("X", d, [5, 3])], [("Y", d, None)], ml_opset=4, **t)
+    harness.check_against_cpu(m, feeds)
+
+
 def test_ml_chain_one_group():
     """Imputer -> Scaler -> Normalizer -> LinearClassifier: one fused group on MLX."""
     nodes = [
