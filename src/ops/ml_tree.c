@@ -570,20 +570,26 @@ static bool claim_tree(const ir_graph *g, const ir_node *n, const op_row *r, op_
   return true;
 }
 
-static int prepare_tree(tr_ctx *t, const ir_node *n, const op_row *r) {
-  (void)r;
+/* The three tables as MLX arrays (info, thr, leaf). */
+static int tree_arrays(tr_ctx *t, const ir_node *n, mx_array *info, mx_array *thr,
+                       mx_array *leaf) {
   char err[240];
   tree_spec s;
   tree_tables tt;
   if (!tree_any(n, &s, &tt, err, sizeof err)) return tr_fail(t, "%s", err);
   int g = (int)s.n_nodes, ishape[2] = {g + 2, 4}, lshape[2] = {g, (int)s.k * 2};
   int tshape[2] = {g, tt.width};
-  mx_array info, thr, leaf;
-  int rc = mx_from_data(t->mx, &info, tt.info, ishape, 2, MX_INT32);
-  if (rc == MX_OK) rc = mx_from_data(t->mx, &thr, tt.thr, tshape, 2, MX_FLOAT32);
-  if (rc == MX_OK) rc = mx_from_data(t->mx, &leaf, tt.leaf, lshape, 2, MX_FLOAT32);
+  int rc = mx_from_data(t->mx, info, tt.info, ishape, 2, MX_INT32);
+  if (rc == MX_OK) rc = mx_from_data(t->mx, thr, tt.thr, tshape, 2, MX_FLOAT32);
+  if (rc == MX_OK) rc = mx_from_data(t->mx, leaf, tt.leaf, lshape, 2, MX_FLOAT32);
   tables_free(&tt);
-  TR_TRY(rc);
+  return rc;
+}
+
+static int prepare_tree(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)r;
+  mx_array info, thr, leaf;
+  TR_TRY(tree_arrays(t, n, &info, &thr, &leaf));
   TR_TRY(tr_keep_derived(t, 0, info));
   TR_TRY(tr_keep_derived(t, 1, thr));
   return tr_keep_derived(t, 2, leaf);
@@ -790,7 +796,8 @@ static int translate_tree(tr_ctx *t, const ir_node *n, const op_row *r) {
   if (!(is_v5(n) ? tree5_read(n, &s, &v5, err, sizeof err) : tree_read(n, &s, err, sizeof err)))
     return tr_fail(t, "%s", err);
   mx_array info = tr_derived(t, 0), thr = tr_derived(t, 1), leaf = tr_derived(t, 2);
-  if (!info || !thr || !leaf) return tr_fail(t, "the tree tables were not prepared");
+  if (!info || !thr || !leaf) /* folding a constant X runs before the prepare hooks */
+    TR_TRY(tree_arrays(t, n, &info, &thr, &leaf));
   const void *host;
   TR_TRY(mx_host_data(t->mx, info, &host));
   const int32_t *meta = (const int32_t *)host + (size_t)(mx_dim(info, 0) - 2) * 4;

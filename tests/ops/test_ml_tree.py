@@ -366,3 +366,16 @@ def test_tree_ensemble_v5_post_transforms(post):
     rng = np.random.default_rng(20 + post)
     m = tree_ensemble_v5(rng, targets=3, post=post)
     harness.check_against_cpu(m, {"X": inputs(rng, grid=True)}, atol=1e-5)
+
+
+def test_constant_input_folds_at_plan_build():
+    """A forest over a constant X is folded when the plan is built (before prepare hooks run)."""
+    rng = np.random.default_rng(13)
+    nodes, leaves = random_forest(rng, trees=3)
+    m = regressor(nodes, leaves, rng)
+    x = inputs(rng, rows=5)
+    m.graph.initializer.append(numpy_helper.from_array(x, "X"))
+    del m.graph.input[:]
+    got, placed = harness.run_on_mlx(m, {})
+    assert placed["tree"] == harness.EP
+    np.testing.assert_allclose(got[0], harness.cpu_session(m).run(None, {})[0], atol=1e-5)
