@@ -258,7 +258,8 @@ static int linear_scores(tr_ctx *t, const ir_node *n, int k, mx_array *out) {
   mx_array x, w, b;
   TR_TRY(rows_f32(t, 0, &x));
   int c = (int)(nc / (size_t)k), shape[2] = {k, c}, perm[2] = {1, 0};
-  if (mx_dim(x, 1) != c) return tr_fail(t, "X has %d columns; the coefficients %d", mx_dim(x, 1), c);
+  if (mx_dim(x, 1) != c)
+    return tr_fail(t, "X has %d columns; the coefficients %d", mx_dim(x, 1), c);
   TR_TRY(mx_from_data(t->mx, &w, coef, shape, 2, MX_FLOAT32));
   TR_TRY(mx_transpose(t->mx, &w, w, perm, 2));
   TR_TRY(mx_matmul(t->mx, &x, x, w));
@@ -623,8 +624,8 @@ const op_row ops_ml_rows[] = {
     {ML, "Binarizer", 1, 1, NULL, translate_binarizer, OP_SHAPELESS, OP_T(IR_FLOAT), 0,
      "x > threshold; NaN stays NaN", NULL, NULL, 0, NULL},
     {ML, "LinearRegressor", 1, 1, claim_linear_regressor, translate_linear_regressor,
-     OP_SHAPE_KEYED, OP_T(IR_FLOAT), 0, "X coefficients^T + intercepts, post_transform", NULL, NULL, 0,
-     NULL},
+     OP_SHAPE_KEYED, OP_T(IR_FLOAT), 0, "X coefficients^T + intercepts, post_transform", NULL,
+     NULL, 0, NULL},
     {ML, "LinearClassifier", 1, 1, claim_linear_classifier, translate_linear_classifier,
      OP_SHAPE_KEYED, ML_IN, 0,
      "classlabels_ints (strings stay with ONNX Runtime); one score with two labels widened to "
@@ -639,8 +640,9 @@ const op_row ops_ml_rows[] = {
      OP_SHAPE_KEYED, ML_IN, 0, "inputs cut or zero-padded to inputdimensions, joined", NULL,
      NULL, 0, NULL},
     {ML, "OneHotEncoder", 1, 1, claim_one_hot_encoder, translate_one_hot_encoder,
-     OP_SHAPE_KEYED, OP_T(IR_FLOAT) | OP_T(IR_DOUBLE) | OP_T(IR_INT64), 0, "cats_int64s (strings stay with ONNX Runtime); zeros = 0 checked "
-     "at run time", NULL, NULL, 0, NULL},
+     OP_SHAPE_KEYED, OP_T(IR_FLOAT) | OP_T(IR_DOUBLE) | OP_T(IR_INT64), 0,
+     "cats_int64s (strings stay with ONNX Runtime); zeros = 0 checked at run time", NULL, NULL,
+     0, NULL},
     {ML, "LabelEncoder", 2, 4, claim_label_encoder, translate_label_encoder, OP_SHAPE_KEYED,
      OP_T(IR_FLOAT) | OP_T(IR_DOUBLE) | OP_T(IR_INT64), 0,
      "int64/float/double keys and values (lists or tensors); strings stay with ONNX Runtime",

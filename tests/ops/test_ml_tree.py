@@ -1,10 +1,12 @@
 """TreeEnsembleRegressor and TreeEnsembleClassifier (src/ops/ml_tree.c) against ORT's CPU
 provider, proven to run on MLX: random forests of every branch mode with NaN inputs and both
 missing-value directions, every aggregate function, several targets, base values, every
-post_transform, the float _as_tensor forms (opset 3), integer input to the classifier, the multiclass
-and the two-class forms ORT distinguishes (one class's weights, all-positive or mixed weights,
-0, 1 or 2 base values); TreeEnsemble (ai.onnx.ml 5) with BRANCH_MEMBER sets; plus the declines (string labels, double _as_tensor attributes, the
-two-class forms whose ORT output is no per-row rule, a broken tree)."""
+post_transform, the float _as_tensor forms (opset 3), integer input to the classifier, the
+multiclass and the two-class forms ORT distinguishes (one class's weights, all-positive or mixed
+weights, 0 or 1 base values, both classes' weights); TreeEnsemble (ai.onnx.ml 5) with
+BRANCH_MEMBER sets; a forest over a constant X; plus the declines (string labels, double
+_as_tensor attributes, rank-1 X, the two-class forms whose ORT output is no per-row rule, a
+broken tree)."""
 import numpy as np
 import pytest
 from onnx import TensorProto as TP
