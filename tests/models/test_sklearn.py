@@ -1,6 +1,7 @@
 """Real scikit-learn exports: small models trained here, converted by skl2onnx (ZipMap off), run
 entirely on MLX (no CPU fallback; every node ORT placed is the EP's) and matched against ORT's
-CPU provider: forests and gradient boosting (regressors, binary and multiclass classifiers),
+CPU provider: forests, gradient boosting and histogram gradient boosting trained on data with
+missing values (regressors, binary and multiclass classifiers),
 support vector machines (SVC, SVR, NuSVR and OneClassSVM of every kernel), logistic regression,
 linear models, and pipelines with StandardScaler, Normalizer,
 OneHotEncoder and imputation. ZipMap (a sequence of maps) stays with ORT, with its reason
@@ -102,6 +103,42 @@ def test_one_class_svm():
     model = OneClassSVM(gamma=0.2).fit(X)
     got = check_all_on_mlx(convert(model, X), {"X": X[:100]})
     np.testing.assert_array_equal(got[0].ravel(), model.predict(X[:100]))
+
+
+@pytest.fixture
+def bool_attributes_as_ints(monkeypatch):
+    """skl2onnx 1.20 hands HistGradientBoosting's nodes_missing_value_tracks_true to onnx with
+    Python bools among the ints, which onnx 1.22's make_attribute refuses: they become ints."""
+    import skl2onnx.common._container as container
+
+    make_node = container.make_node
+
+    def ints_for_bools(*args, **attrs):
+        for k, v in attrs.items():
+            if isinstance(v, (list, tuple)) and any(isinstance(b, (bool, np.bool_)) for b in v):
+                attrs[k] = [int(b) if isinstance(b, (bool, np.bool_)) else b for b in v]
+        return make_node(*args, **attrs)
+
+    monkeypatch.setattr(container, "make_node", ints_for_bools)
+
+
+@pytest.mark.parametrize("kind", ["regressor", "binary", "multiclass"])
+def test_hist_gradient_boosting_with_missing_values(kind, bool_attributes_as_ints):
+    """Trained on data with NaNs: the trees route missing values by
+    nodes_missing_value_tracks_true, and scoring rows with NaNs takes those branches."""
+    from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+    x = X.copy()
+    x[RNG.random(x.shape) < 0.15] = np.nan
+    y = {"regressor": YR, "binary": Y2, "multiclass": Y3}[kind]
+    make = HistGradientBoostingRegressor if kind == "regressor" else HistGradientBoostingClassifier
+    model = make(max_iter=30, random_state=0).fit(x, y)
+    onnx_model = convert(model, x)
+    tree = next(n for n in onnx_model.graph.node if n.op_type.startswith("TreeEnsemble"))
+    tracks = next(a.ints for a in tree.attribute if a.name == "nodes_missing_value_tracks_true")
+    assert 0 < sum(tracks) < len(tracks)  # NaNs go both ways
+    got = check_all_on_mlx(onnx_model, {"X": x[:200]})
+    if kind != "regressor":
+        np.testing.assert_array_equal(got[0], model.predict(x[:200]))
 
 
 def test_pipeline_scaler_normalizer_logistic_regression():
