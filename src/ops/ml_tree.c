@@ -534,6 +534,23 @@ static bool tree_any(const ir_node *n, tree_spec *s, tree_tables *tt, char *err,
   return tree_read(n, s, err, len) && tables_build(s, tt, err, len);
 }
 
+/* Whether every leaf carries a weight for class 1 (two-class classifiers). */
+static bool every_leaf_scores_class1(const tree_spec *s, bool *oom) {
+  key_at *ones = malloc(sizeof *ones * (s->n_weights ? s->n_weights : 1));
+  *oom = !ones;
+  if (!ones) return false;
+  size_t count = 0;
+  for (size_t i = 0; i < s->n_weights; i++)
+    if (s->w_id[i] == 1) ones[count++] = (key_at){s->w_tree[i], s->w_node[i], 0};
+  qsort(ones, count, sizeof *ones, cmp_key);
+  bool all = true;
+  const char *m = s->modes;
+  for (size_t i = 0; i < s->n_nodes && all; i++, m += strlen(m) + 1)
+    if (strcmp(m, "LEAF") == 0) all = find_node(ones, count, s->tree[i], s->node[i]) >= 0;
+  free(ones);
+  return all;
+}
+
 static bool claim_tree(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
   (void)r;
   const ir_value *x = ir_input(g, n, 0);
@@ -564,6 +581,12 @@ static bool claim_tree(const ir_graph *g, const ir_node *n, const op_row *r, op_
     if (one_class && s.n_base == 2)
       return op_decline(why, "two classes, weights for one class and two base values: ONNX "
                         "Runtime leaves the second score at zero");
+    bool oom = false;
+    if (!one_class && s.n_base && !every_leaf_scores_class1(&s, &oom))
+      return op_decline(why, "%s", oom ? "out of memory checking the leaves" :
+                        "two classes with base values where some leaf has no class-1 weight: "
+                        "ONNX Runtime's scores for rows reaching none follow no per-row rule "
+                        "(not translated)");
   }
   if (!tables_build(&s, &tt, err, sizeof err)) return op_decline(why, "%s", err);
   tables_free(&tt);

@@ -255,6 +255,29 @@ def test_classifier_as_tensor_forms():
     harness.check_against_cpu(m, {"X": inputs(rng, grid=True)}, atol=1e-5)
 
 
+def test_classifier_binary_some_leaves_without_class1_declined(tmp_path):
+    """Both classes' weights, base values, and leaves without a class-1 weight: rows reaching
+    only those get scores from ORT that no per-row rule gives; without base values it runs."""
+    rng = np.random.default_rng(9)
+    nodes, leaves = random_forest(rng, trees=1, depth=3)
+    for base in [[0.1, 0.2], None]:
+        m = classifier(nodes, leaves, rng, [0, 1], [0, 1], base=base, positive=True)
+        a = {at.name: at for at in m.graph.node[0].attribute}
+        keep = [i for i, (c, n) in enumerate(zip(a["class_ids"].ints, a["class_nodeids"].ints))
+                if not (c == 1 and n % 2 == 0)]
+        for k in ["class_ids", "class_nodeids", "class_treeids"]:
+            v = [a[k].ints[i] for i in keep]
+            del a[k].ints[:]
+            a[k].ints.extend(v)
+        v = [a["class_weights"].floats[i] for i in keep]
+        del a["class_weights"].floats[:]
+        a["class_weights"].floats.extend(v)
+        if base:
+            assert "no class-1 weight" in oc.declined_reasons(m, tmp_path)["tree"]
+        else:
+            harness.check_against_cpu(m, {"X": inputs(rng, rows=64)}, atol=1e-5)
+
+
 def test_classifier_string_labels_declined(tmp_path):
     rng = np.random.default_rng(1)
     nodes, leaves = random_forest(rng, trees=2)
