@@ -2,7 +2,7 @@
  * TreeEnsembleRegressor and TreeEnsembleClassifier (ai.onnx.ml 1 and 3: float thresholds and
  * weights as attributes or as float _as_tensor attributes; the double ones, which ONNX Runtime
  * runs only for double X, are declined) and TreeEnsemble (ai.onnx.ml 5, float X, with
- * BRANCH_MEMBER sets), evaluated for the whole batch as one array program. At plan build the
+ * BRANCH_MEMBER sets; its layout is read in ops/ml_tree5.c), evaluated for the whole batch as one array program. At plan build the
  * trees become flat node tables in which the roots come first (tree t's root is node t) and a
  * leaf points at itself: per node its feature, true and false child, mode and missing-value
  * rule (int32 [G + 2, 4], the extra rows holding the depth, the modes used and the features
@@ -20,37 +20,14 @@
  * bit for bit.
  */
 #include "ops/families.h"
-#include "ops/ml.h"
+#include "ops/ml_tree.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { M_LEQ, M_LT, M_GTE, M_GT, M_EQ, M_NEQ, M_LEAF, M_COUNT, M_MEMBER = M_COUNT };
-enum { AGG_SUM, AGG_AVERAGE, AGG_MIN, AGG_MAX };
-enum { TREE_MAX_DEPTH = 4096, TREE_MAX_NODES = 1 << 24 };
-
-typedef struct tree_spec {
-  bool classifier;
-  size_t n_nodes, n_weights;
-  const int64_t *tree, *node, *feature, *truen, *falsen, *missing, *w_tree, *w_node, *w_id;
-  size_t n_missing;
-  const char *modes; /* back to back, NUL-terminated */
-  const float *thr_f;
-  const double *thr_d;
-  const float *w_f;
-  const double *w_d;
-  const float *base_f;
-  const double *base_d;
-  size_t n_base;
-  int64_t k; /* targets or classes */
-  const int64_t *labels;
-  int agg;
-  ml_post post;
-} tree_spec;
-
-static const int64_t *ints_of(const ir_node *n, const char *name, size_t *count) {
+const int64_t *ml_tree_ints(const ir_node *n, const char *name, size_t *count) {
   const ir_attr *a = ir_find_attr(n, name);
   *count = a && a->type == IR_ATTR_INTS ? a->count : 0;
   return *count ? a->ints : NULL;
@@ -95,12 +72,12 @@ static bool tree_read(const ir_node *n, tree_spec *s, char *err, size_t len) {
   memset(s, 0, sizeof *s);
   s->classifier = strcmp(n->op_type, "TreeEnsembleClassifier") == 0;
   size_t c[6];
-  s->tree = ints_of(n, "nodes_treeids", &c[0]);
-  s->node = ints_of(n, "nodes_nodeids", &c[1]);
-  s->feature = ints_of(n, "nodes_featureids", &c[2]);
-  s->truen = ints_of(n, "nodes_truenodeids", &c[3]);
-  s->falsen = ints_of(n, "nodes_falsenodeids", &c[4]);
-  s->missing = ints_of(n, "nodes_missing_value_tracks_true", &s->n_missing);
+  s->tree = ml_tree_ints(n, "nodes_treeids", &c[0]);
+  s->node = ml_tree_ints(n, "nodes_nodeids", &c[1]);
+  s->feature = ml_tree_ints(n, "nodes_featureids", &c[2]);
+  s->truen = ml_tree_ints(n, "nodes_truenodeids", &c[3]);
+  s->falsen = ml_tree_ints(n, "nodes_falsenodeids", &c[4]);
+  s->missing = ml_tree_ints(n, "nodes_missing_value_tracks_true", &s->n_missing);
   s->n_nodes = c[0];
   for (int i = 1; i < 5; i++)
     if (c[i] != s->n_nodes) {
@@ -132,11 +109,11 @@ static bool tree_read(const ir_node *n, tree_spec *s, char *err, size_t len) {
   char name[40];
   size_t cw[4];
   snprintf(name, sizeof name, "%s_treeids", p);
-  s->w_tree = ints_of(n, name, &cw[0]);
+  s->w_tree = ml_tree_ints(n, name, &cw[0]);
   snprintf(name, sizeof name, "%s_nodeids", p);
-  s->w_node = ints_of(n, name, &cw[1]);
+  s->w_node = ml_tree_ints(n, name, &cw[1]);
   snprintf(name, sizeof name, "%s_ids", p);
-  s->w_id = ints_of(n, name, &cw[2]);
+  s->w_id = ml_tree_ints(n, name, &cw[2]);
   snprintf(name, sizeof name, "%s_weights", p);
   if (!reals_of(n, name, &s->w_f, &s->w_d, &cw[3], err, len)) return false;
   s->n_weights = cw[0];
@@ -153,7 +130,7 @@ static bool tree_read(const ir_node *n, tree_spec *s, char *err, size_t len) {
       return false;
     }
     size_t nl;
-    s->labels = ints_of(n, "classlabels_int64s", &nl);
+    s->labels = ml_tree_ints(n, "classlabels_int64s", &nl);
     s->k = (int64_t)nl;
     s->agg = AGG_SUM;
     if (nl < 2) {
@@ -196,18 +173,8 @@ static bool tree_read(const ir_node *n, tree_spec *s, char *err, size_t len) {
 }
 
 /* The flat tables (see the top of the file). */
-typedef struct tree_tables {
-  int32_t *info; /* [G + 2, 4]: per node feature, true, false, mode | 8 (NaN goes true); then
-                  * (depth, trees, modes met, any NaN rule) and (features read, 0, 0, 0) */
-  float *thr;    /* [G, W]: the threshold, then a BRANCH_MEMBER node's set (NaN padded) */
-  float *leaf;   /* [G, 2K] */
-  int n_trees, depth, width;
-  unsigned modes; /* bit per mode met */
-  bool missing;   /* some node sends NaN to its true child */
-  int32_t features; /* 1 + the largest feature a branch reads */
-} tree_tables;
 
-static void tables_free(tree_tables *tt) {
+void ml_tree_tables_free(tree_tables *tt) {
   free(tt->info);
   free(tt->thr);
   free(tt->leaf);
@@ -233,7 +200,7 @@ static int32_t find_node(const key_at *keys, size_t count, int64_t tree, int64_t
 
 /* The depth of the deepest leaf, by levels from the roots (nodes 0 .. roots - 1); a node met
  * twice means the nodes do not form trees. level: scratch of g entries. */
-static bool tables_depth(tree_tables *tt, size_t g, size_t roots, int32_t *level, char *err,
+bool ml_tree_depth(tree_tables *tt, size_t g, size_t roots, int32_t *level, char *err,
                          size_t len) {
   for (size_t i = 0; i < g; i++) level[i] = i < roots ? 0 : -1;
   for (int d = 0, changed = 1; changed; d++) {
@@ -260,7 +227,7 @@ static bool tables_depth(tree_tables *tt, size_t g, size_t roots, int32_t *level
 }
 
 /* The two rows after the nodes: what the translator needs before it walks. */
-static void tables_meta(tree_tables *tt, size_t g) {
+void ml_tree_meta(tree_tables *tt, size_t g) {
   int32_t *meta = tt->info + g * 4;
   meta[0] = tt->depth, meta[1] = tt->n_trees, meta[2] = (int32_t)tt->modes, meta[3] = tt->missing;
   meta[4] = tt->features;
@@ -331,7 +298,7 @@ static bool tables_build(const tree_spec *s, tree_tables *tt, char *err, size_t 
     double th = real_at(s->thr_f, s->thr_d, i);
     tt->thr[at] = (float)th;
   }
-  if (!tables_depth(tt, g, roots, level, err, len)) goto done;
+  if (!ml_tree_depth(tt, g, roots, level, err, len)) goto done;
   /* leaf weights, per target: summed (SUM, AVERAGE) or kept at their min or max */
   for (size_t i = 0; i < s->n_weights; i++) {
     int32_t at = find_node(keys, g, s->w_tree[i], s->w_node[i]);
@@ -348,179 +315,13 @@ static bool tables_build(const tree_spec *s, tree_tables *tt, char *err, size_t 
     else w[id] = v > w[id] ? v : w[id];
     has[id] = 1.0f;
   }
-  tables_meta(tt, g);
+  ml_tree_meta(tt, g);
   ok = true;
 done:
   free(keys);
   free(place);
   free(level);
-  if (!ok) tables_free(tt);
-  return ok;
-}
-
-/* --- TreeEnsemble (ai.onnx.ml 5) ----------------------------------------------------------- */
-/* Its own layout: interior nodes with leaf-or-node children, leaves apart (one target and weight
- * each), modes as a uint8 tensor, BRANCH_MEMBER sets in membership_values split by NaN. */
-typedef struct tree5_spec {
-  size_t n_nodes, n_leaves, n_roots, n_members;
-  const int64_t *roots, *feature, *truen, *falsen, *trueleaf, *falseleaf, *missing, *target;
-  size_t n_missing;
-  const uint8_t *modes;
-  const float *splits, *weights, *members;
-} tree5_spec;
-
-static const void *tensor_of(const ir_node *n, const char *name, int type, size_t *count) {
-  const ir_attr *a = ir_find_attr(n, name);
-  *count = 0;
-  if (!a || a->type != IR_ATTR_TENSOR || a->tensor_elem_type != type) return NULL;
-  *count = a->tensor_bytes / ir_elem_size(type);
-  return a->tensor_data;
-}
-
-static bool tree5_read(const ir_node *n, tree_spec *s, tree5_spec *v, char *err, size_t len) {
-  memset(s, 0, sizeof *s);
-  memset(v, 0, sizeof *v);
-  size_t c[7], cm, cs, cw;
-  v->roots = ints_of(n, "tree_roots", &v->n_roots);
-  v->feature = ints_of(n, "nodes_featureids", &c[0]);
-  v->truen = ints_of(n, "nodes_truenodeids", &c[1]);
-  v->falsen = ints_of(n, "nodes_falsenodeids", &c[2]);
-  v->trueleaf = ints_of(n, "nodes_trueleafs", &c[3]);
-  v->falseleaf = ints_of(n, "nodes_falseleafs", &c[4]);
-  v->missing = ints_of(n, "nodes_missing_value_tracks_true", &v->n_missing);
-  v->target = ints_of(n, "leaf_targetids", &v->n_leaves);
-  v->modes = tensor_of(n, "nodes_modes", IR_UINT8, &cm);
-  v->splits = tensor_of(n, "nodes_splits", IR_FLOAT, &cs);
-  v->weights = tensor_of(n, "leaf_weights", IR_FLOAT, &cw);
-  v->members = tensor_of(n, "membership_values", IR_FLOAT, &v->n_members);
-  v->n_nodes = c[0];
-  c[5] = cm, c[6] = cs;
-  for (int i = 1; i < 7; i++)
-    if (c[i] != v->n_nodes) {
-      snprintf(err, len, "nodes_* have different lengths (nodes_splits, leaf_weights and "
-               "membership_values must be float tensors, nodes_modes uint8)");
-      return false;
-    }
-  if (v->n_nodes == 0 || v->n_nodes + v->n_leaves > TREE_MAX_NODES || v->n_roots == 0 ||
-      cw != v->n_leaves || (v->n_missing && v->n_missing != v->n_nodes)) {
-    snprintf(err, len, "%zu nodes, %zu leaves, %zu weights and %zu roots do not fit together",
-             v->n_nodes, v->n_leaves, cw, v->n_roots);
-    return false;
-  }
-  s->k = ir_attr_int(n, "n_targets", 1);
-  s->agg = (int)ir_attr_int(n, "aggregate_function", 1);
-  int64_t post = ir_attr_int(n, "post_transform", 0);
-  /* ONNX Runtime reads the number in its own order (NONE, LOGISTIC, SOFTMAX, SOFTMAX_ZERO,
-   * PROBIT), not the spec's (NONE, SOFTMAX, LOGISTIC, ...): its results are what is matched */
-  static const ml_post posts[] = {ML_POST_NONE, ML_POST_LOGISTIC, ML_POST_SOFTMAX,
-                                  ML_POST_SOFTMAX_ZERO, ML_POST_PROBIT};
-  static const int aggs[] = {AGG_AVERAGE, AGG_SUM, AGG_MIN, AGG_MAX};
-  if (s->agg < 0 || s->agg > 3 || post < 0 || post > 4 || s->k < 1 || s->k > (1 << 16)) {
-    snprintf(err, len, "aggregate_function %d, post_transform %lld or n_targets %lld is out of "
-             "range", s->agg, (long long)post, (long long)s->k);
-    return false;
-  }
-  s->agg = aggs[s->agg];
-  s->post = posts[post];
-  s->n_nodes = v->n_nodes + v->n_leaves;
-  for (size_t i = 0; i < v->n_leaves; i++)
-    if (v->target[i] < 0 || v->target[i] >= s->k) {
-      snprintf(err, len, "leaf_targetids[%zu] is outside [0, %lld)", i, (long long)s->k);
-      return false;
-    }
-  return true;
-}
-
-/* Roots first (in tree_roots order), the other nodes after them, then the leaves. */
-static bool tables_build5(const tree_spec *s, const tree5_spec *v, tree_tables *tt, char *err,
-                          size_t len) {
-  memset(tt, 0, sizeof *tt);
-  size_t nodes = v->n_nodes, g = nodes + v->n_leaves, k2 = (size_t)s->k * 2, most = 0;
-  for (size_t i = 0, run = 0; i <= v->n_members; i++) { /* the largest set */
-    if (i == v->n_members || isnan(v->members[i])) {
-      most = run > most ? run : most;
-      run = 0;
-    } else {
-      run++;
-    }
-  }
-  tt->width = 1 + (int)most;
-  int32_t *place = malloc(sizeof *place * (nodes ? nodes : 1)), *level = malloc(sizeof *level * g);
-  tt->info = calloc((g + 2) * 4, sizeof *tt->info);
-  tt->thr = calloc(g * (size_t)tt->width, sizeof *tt->thr);
-  tt->leaf = calloc(g * k2, sizeof *tt->leaf);
-  bool ok = false;
-  if (!place || !level || !tt->info || !tt->thr || !tt->leaf) {
-    snprintf(err, len, "out of memory building the tree tables");
-    goto done;
-  }
-  for (size_t i = 0; i < nodes; i++) place[i] = -1;
-  for (size_t r = 0; r < v->n_roots; r++) {
-    if (v->roots[r] < 0 || (size_t)v->roots[r] >= nodes || place[v->roots[r]] >= 0) {
-      snprintf(err, len, "tree_roots[%zu] = %lld is not a distinct node", r,
-               (long long)v->roots[r]);
-      goto done;
-    }
-    place[v->roots[r]] = (int32_t)r;
-  }
-  size_t next = v->n_roots;
-  for (size_t i = 0; i < nodes; i++)
-    if (place[i] < 0) place[i] = (int32_t)next++;
-  tt->n_trees = (int)v->n_roots;
-  const float *member = v->members;
-  for (size_t i = 0; i < nodes; i++) {
-    int32_t *row = tt->info + (size_t)place[i] * 4;
-    int mode = v->modes[i] == 6 ? M_MEMBER : v->modes[i];
-    if (v->modes[i] > 6) {
-      snprintf(err, len, "nodes_modes[%zu] = %d is not a mode", i, v->modes[i]);
-      goto done;
-    }
-    int64_t ids[2] = {v->truen[i], v->falsen[i]}, leafs[2] = {v->trueleaf[i], v->falseleaf[i]};
-    for (int c = 0; c < 2; c++) {
-      size_t bound = leafs[c] ? v->n_leaves : nodes;
-      if (ids[c] < 0 || (size_t)ids[c] >= bound) {
-        snprintf(err, len, "node %zu's %s child %lld is out of range", i, c ? "false" : "true",
-                 (long long)ids[c]);
-        goto done;
-      }
-      row[1 + c] = leafs[c] ? (int32_t)(nodes + (size_t)ids[c]) : place[ids[c]];
-    }
-    if (v->feature[i] < 0 || v->feature[i] > INT32_MAX) {
-      snprintf(err, len, "nodes_featureids[%zu] is out of range", i);
-      goto done;
-    }
-    bool miss = v->n_missing && v->missing[i];
-    row[0] = (int32_t)v->feature[i], row[3] = mode | (miss ? 8 : 0);
-    tt->missing |= miss;
-    tt->modes |= 1u << mode;
-    if (row[0] + 1 > tt->features) tt->features = row[0] + 1;
-    float *th = tt->thr + (size_t)place[i] * (size_t)tt->width;
-    th[0] = v->splits[i];
-    for (int m = 1; m < tt->width; m++) th[m] = NAN;
-    if (mode == M_MEMBER) { /* this node's set: the next run of membership_values */
-      const float *end = v->members + v->n_members;
-      if (member >= end) {
-        snprintf(err, len, "membership_values has fewer sets than BRANCH_MEMBER nodes");
-        goto done;
-      }
-      for (int m = 1; member < end && !isnan(*member); member++) th[m++] = *member;
-      if (member < end) member++; /* the NaN delimiter */
-    }
-  }
-  for (size_t l = 0; l < v->n_leaves; l++) {
-    size_t at = nodes + l;
-    int32_t *row = tt->info + at * 4;
-    row[1] = row[2] = (int32_t)at, row[3] = M_LEAF;
-    tt->leaf[at * k2 + (size_t)v->target[l]] = v->weights[l];
-    tt->leaf[at * k2 + (size_t)s->k + (size_t)v->target[l]] = 1.0f;
-  }
-  if (!tables_depth(tt, g, v->n_roots, level, err, len)) goto done;
-  tables_meta(tt, g);
-  ok = true;
-done:
-  free(place);
-  free(level);
-  if (!ok) tables_free(tt);
+  if (!ok) ml_tree_tables_free(tt);
   return ok;
 }
 
@@ -528,10 +329,7 @@ static bool is_v5(const ir_node *n) { return strcmp(n->op_type, "TreeEnsemble") 
 
 /* Reads either layout and builds the tables. */
 static bool tree_any(const ir_node *n, tree_spec *s, tree_tables *tt, char *err, size_t len) {
-  if (is_v5(n)) {
-    tree5_spec v;
-    return tree5_read(n, s, &v, err, len) && tables_build5(s, &v, tt, err, len);
-  }
+  if (is_v5(n)) return ml_tree5_build(n, s, tt, err, len);
   return tree_read(n, s, err, len) && tables_build(s, tt, err, len);
 }
 
@@ -563,7 +361,7 @@ static bool claim_tree(const ir_graph *g, const ir_node *n, const op_row *r, op_
   tree_tables tt;
   if (is_v5(n)) {
     if (!tree_any(n, &s, &tt, err, sizeof err)) return op_decline(why, "%s", err);
-    tables_free(&tt);
+    ml_tree_tables_free(&tt);
     return true;
   }
   if (!tree_read(n, &s, err, sizeof err)) return op_decline(why, "%s", err);
@@ -590,7 +388,7 @@ static bool claim_tree(const ir_graph *g, const ir_node *n, const op_row *r, op_
                         "(not translated)");
   }
   if (!tables_build(&s, &tt, err, sizeof err)) return op_decline(why, "%s", err);
-  tables_free(&tt);
+  ml_tree_tables_free(&tt);
   return true;
 }
 
@@ -614,7 +412,7 @@ static int tree_arrays(tr_ctx *t, const ir_node *n, mx_array *info, mx_array *th
   int rc = planes(t, tt.info, g + 2, 4, MX_INT32, info);
   if (rc == MX_OK) rc = planes(t, tt.thr, g, tt.width, MX_FLOAT32, thr);
   if (rc == MX_OK) rc = planes(t, tt.leaf, g, (int)s.k * 2, MX_FLOAT32, leaf);
-  tables_free(&tt);
+  ml_tree_tables_free(&tt);
   return rc;
 }
 
@@ -839,8 +637,7 @@ static int translate_tree(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)r;
   char err[240];
   tree_spec s;
-  tree5_spec v5;
-  if (!(is_v5(n) ? tree5_read(n, &s, &v5, err, sizeof err) : tree_read(n, &s, err, sizeof err)))
+  if (!(is_v5(n) ? ml_tree5_read(n, &s, err, sizeof err) : tree_read(n, &s, err, sizeof err)))
     return tr_fail(t, "%s", err);
   mx_array info = tr_derived(t, 0), thr = tr_derived(t, 1), leaf = tr_derived(t, 2);
   if (!info || !thr || !leaf) /* folding a constant X runs before the prepare hooks */
