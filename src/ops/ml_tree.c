@@ -702,8 +702,8 @@ const op_row ops_ml_tree_rows[] = {
      NULL, prepare_tree, 0, NULL},
     {"ai.onnx.ml", "TreeEnsemble", 5, 5, claim_tree, translate_tree, OP_SHAPE_KEYED,
      OP_T(IR_FLOAT), 0,
-     "float X; as TreeEnsembleRegressor; BRANCH_MEMBER tests x == a member exactly (ONNX "
-     "Runtime 1.31 departs from that for fractional x)", NULL,
+     "float X; as TreeEnsembleRegressor; post_transform numbered as the spec says and "
+     "BRANCH_MEMBER tested as x == a member (ONNX Runtime 1.31 departs from both)", NULL,
      prepare_tree, 0, NULL},
     {"ai.onnx.ml", "TreeEnsembleClassifier", 1, 4, claim_tree, translate_tree, OP_SHAPE_KEYED,
      TREE_IN, 0,

@@ -63,9 +63,9 @@ static bool tree5_read(const ir_node *n, tree_spec *s, tree5_spec *v, char *err,
   s->k = ir_attr_int(n, "n_targets", 1);
   s->agg = (int)ir_attr_int(n, "aggregate_function", 1);
   int64_t post = ir_attr_int(n, "post_transform", 0);
-  /* ONNX Runtime reads the number in its own order (NONE, LOGISTIC, SOFTMAX, SOFTMAX_ZERO,
-   * PROBIT), not the spec's (NONE, SOFTMAX, LOGISTIC, ...): its results are what is matched */
-  static const ml_post posts[] = {ML_POST_NONE, ML_POST_LOGISTIC, ML_POST_SOFTMAX,
+  /* The spec's numbering: NONE, SOFTMAX, LOGISTIC, SOFTMAX_ZERO, PROBIT. ONNX Runtime 1.31
+   * reads 1 and 2 in its own enum's order (LOGISTIC, SOFTMAX); the spec wins here. */
+  static const ml_post posts[] = {ML_POST_NONE, ML_POST_SOFTMAX, ML_POST_LOGISTIC,
                                   ML_POST_SOFTMAX_ZERO, ML_POST_PROBIT};
   static const int aggs[] = {AGG_AVERAGE, AGG_SUM, AGG_MIN, AGG_MAX};
   if (s->agg < 0 || s->agg > 3 || post < 0 || post > 4 || s->k < 1 || s->k > (1 << 16)) {
