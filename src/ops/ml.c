@@ -92,6 +92,8 @@ static int softmax_zero(tr_ctx *t, mx_array s, mx_array *out) {
 int ml_post_transform(tr_ctx *t, ml_post post, mx_array s, mx_array *out) {
   int axis = -1;
   if (mx_dim(s, -1) == 1 && post != ML_POST_PROBIT) post = ML_POST_NONE;
+  if (post != ML_POST_NONE && mx_dtype_of(s) == MX_FLOAT64) /* ONNX Runtime: in float32 */
+    TR_TRY(mx_astype(t->mx, &s, s, MX_FLOAT32));
   switch (post) {
     case ML_POST_LOGISTIC: return mx_unary(t->mx, out, MX_SIGMOID, s);
     case ML_POST_SOFTMAX: return mx_softmax(t->mx, out, s, &axis, 1);

@@ -1,23 +1,24 @@
 /*
- * TreeEnsembleRegressor and TreeEnsembleClassifier (ai.onnx.ml 1 and 3: float thresholds and
- * weights as attributes or as float _as_tensor attributes; the double ones, which ONNX Runtime
- * runs only for double X, are declined) and TreeEnsemble (ai.onnx.ml 5, float X, with
- * BRANCH_MEMBER sets; its layout is read in ops/ml_tree5.c), evaluated for the whole batch as one array program. At plan build the
- * trees become flat node tables in which the roots come first (tree t's root is node t) and a
- * leaf points at itself: per node its feature, true and false child, mode and missing-value
- * rule (int32 [G + 2, 4], the extra rows holding the depth, the modes used and the features
- * read), its threshold and for BRANCH_MEMBER its set (float32 [G, W], NaN padded), and per leaf
- * its weights and which targets it has weights for (float32 [G, 2K]); each becomes an MLX array
- * of planes, one per field ([4, G + 2], [W, G], [2K, G]). A Run starts every row at
- * every root ([N, T]) and takes depth-many steps of gathers (node fields, then X's feature) and
- * comparisons; then it gathers the leaves' weights and aggregates over the trees (SUM, AVERAGE,
- * MIN, MAX) with ONNX Runtime's base values, two-class rules and post-transforms (ops/ml.c).
+ * TreeEnsembleRegressor and TreeEnsembleClassifier (ai.onnx.ml 1 and 3: thresholds and weights
+ * as float attributes or as float/double _as_tensor ones) and TreeEnsemble (ai.onnx.ml 5, with
+ * BRANCH_MEMBER sets; its layout is read in ops/ml_tree5.c), evaluated for the whole batch as
+ * one array program. At plan build the trees become flat node tables in which the roots come
+ * first (tree t's root is node t) and a leaf points at itself: per node its feature, true and
+ * false child, mode and missing-value rule (int32 [G + 2, 4], the extra rows holding the depth,
+ * the modes used and the features read), its threshold and for BRANCH_MEMBER its set ([G, W],
+ * NaN padded), and per leaf its weights and which targets it has weights for ([G, 2K]); each
+ * becomes an MLX array of planes, one per field ([4, G + 2], [W, G], [2K, G]). A Run starts
+ * every row at every root ([N, T]) and takes depth-many steps of gathers (node fields, then X's
+ * feature) and comparisons; then it gathers the leaves' weights and aggregates over the trees
+ * (SUM, AVERAGE, MIN, MAX) with ONNX Runtime's base values, two-class rules and post-transforms
+ * (ops/ml.c, in float32 as there).
  *
- * Comparisons are exact (float32 X against float32 thresholds, as ONNX Runtime compares them;
- * integer X converted to float32 as C++ converts it there). Weights are summed in float32 in
- * MLX's reduction order; ONNX Runtime sums in float32 in an order that depends on its thread
- * pool (trees split over threads for small batches), so sums agree to float32 rounding, not
- * bit for bit.
+ * Types follow ONNX Runtime's kernels: float32 X is compared with float32 thresholds and the
+ * weights summed in float32 (integer X converted to float32 first, as C++ converts it there);
+ * float64 X (the CPU device only) with float64 thresholds, summed in float64. Double
+ * _as_tensor attributes come with float64 X; with other X ONNX Runtime rejects them, and they
+ * are declined. Sums follow MLX's reduction order; ONNX Runtime's order depends on its thread
+ * pool (trees split over threads for small batches), so sums agree to rounding, not bit for bit.
  */
 #include "ops/families.h"
 #include "ops/ml_tree.h"
@@ -296,7 +297,7 @@ static bool tables_build(const tree_spec *s, tree_tables *tt, char *err, size_t 
     row[0] = (int32_t)s->feature[i], row[1] = t, row[2] = f, row[3] = mode | (miss ? 8 : 0);
     if (row[0] + 1 > tt->features) tt->features = row[0] + 1;
     double th = real_at(s->thr_f, s->thr_d, i);
-    tt->thr[at] = (float)th;
+    tt->thr[at] = th;
   }
   if (!ml_tree_depth(tt, g, roots, level, err, len)) goto done;
   /* leaf weights, per target: summed (SUM, AVERAGE) or kept at their min or max */
@@ -307,9 +308,9 @@ static bool tables_build(const tree_spec *s, tree_tables *tt, char *err, size_t 
                (long long)s->w_node[i], (long long)s->w_tree[i]);
       goto done;
     }
-    float *w = tt->leaf + (size_t)at * k2, *has = w + s->k;
+    double *w = tt->leaf + (size_t)at * k2, *has = w + s->k;
     int64_t id = s->w_id[i];
-    float v = (float)real_at(s->w_f, s->w_d, i);
+    double v = real_at(s->w_f, s->w_d, i);
     if (!has[id] || s->agg == AGG_SUM || s->agg == AGG_AVERAGE) w[id] = has[id] ? w[id] + v : v;
     else if (s->agg == AGG_MIN) w[id] = v < w[id] ? v : w[id];
     else w[id] = v > w[id] ? v : w[id];
@@ -365,9 +366,9 @@ static bool claim_tree(const ir_graph *g, const ir_node *n, const op_row *r, op_
     return true;
   }
   if (!tree_read(n, &s, err, sizeof err)) return op_decline(why, "%s", err);
-  if (s.thr_d || s.w_d || s.base_d)
-    return op_decline(why, "double _as_tensor attributes: ONNX Runtime runs them only for "
-                      "double X, compared and summed in float64 (not translated)");
+  if ((s.thr_d || s.w_d || s.base_d) && x->elem_type != IR_DOUBLE)
+    return op_decline(why, "double _as_tensor attributes with %s X: ONNX Runtime runs them "
+                      "only for float64 X", ir_elem_name(x->elem_type));
   if (s.classifier && s.k == 2) { /* the two-class forms ONNX Runtime 1.31 was seen to run */
     bool one_class = true;
     for (size_t i = 0; i < s.n_weights; i++) one_class &= s.w_id[i] == s.w_id[0];
@@ -393,10 +394,20 @@ static bool claim_tree(const ir_graph *g, const ir_node *n, const op_row *r, op_
 }
 
 /* A [rows, cols] host table as a [cols, rows] MLX array: each field a contiguous plane, so that
- * one gather along axis 1 fetches every field and each plane is a view, not a copy. */
+ * one gather along axis 1 fetches every field and each plane is a view, not a copy. Doubles
+ * become float32 on the host unless the array is float64 (the CPU device, float64 X). */
 static int planes(tr_ctx *t, const void *data, int rows, int cols, mx_dtype dt, mx_array *out) {
   int shape[2] = {rows, cols}, perm[2] = {1, 0};
-  TR_TRY(mx_from_data(t->mx, out, data, shape, 2, dt));
+  float *narrow = NULL;
+  if (dt == MX_FLOAT32) {
+    size_t count = (size_t)rows * (size_t)cols;
+    narrow = malloc(sizeof(float) * (count ? count : 1));
+    if (!narrow) return tr_fail(t, "out of memory");
+    for (size_t i = 0; i < count; i++) narrow[i] = (float)((const double *)data)[i];
+  }
+  int rc = mx_from_data(t->mx, out, narrow ? (const void *)narrow : data, shape, 2, dt);
+  free(narrow);
+  TR_TRY(rc);
   TR_TRY(mx_transpose(t->mx, out, *out, perm, 2));
   return mx_contiguous(t->mx, out, *out);
 }
@@ -409,9 +420,10 @@ static int tree_arrays(tr_ctx *t, const ir_node *n, mx_array *info, mx_array *th
   tree_tables tt;
   if (!tree_any(n, &s, &tt, err, sizeof err)) return tr_fail(t, "%s", err);
   int g = (int)s.n_nodes;
+  mx_dtype real = ir_input(t->g, n, 0)->elem_type == IR_DOUBLE ? MX_FLOAT64 : MX_FLOAT32;
   int rc = planes(t, tt.info, g + 2, 4, MX_INT32, info);
-  if (rc == MX_OK) rc = planes(t, tt.thr, g, tt.width, MX_FLOAT32, thr);
-  if (rc == MX_OK) rc = planes(t, tt.leaf, g, (int)s.k * 2, MX_FLOAT32, leaf);
+  if (rc == MX_OK) rc = planes(t, tt.thr, g, tt.width, real, thr);
+  if (rc == MX_OK) rc = planes(t, tt.leaf, g, (int)s.k * 2, real, leaf);
   ml_tree_tables_free(&tt);
   return rc;
 }
@@ -651,7 +663,8 @@ static int translate_tree(tr_ctx *t, const ir_node *n, const op_row *r) {
   meta[4] = ((const int32_t *)host)[g2 - 1];
   mx_array x = tr_in(t, 0), idx, score, has;
   if (mx_ndim(x) != 2) return tr_fail(t, "X must be [N, C]");
-  if (mx_dtype_of(x) != MX_FLOAT32) TR_TRY(mx_astype(t->mx, &x, x, MX_FLOAT32));
+  if (mx_dtype_of(x) != MX_FLOAT32 && mx_dtype_of(x) != MX_FLOAT64)
+    TR_TRY(mx_astype(t->mx, &x, x, MX_FLOAT32));
   int rows = mx_dim(x, 0), features = mx_dim(x, 1);
   if (meta[4] > features)
     return tr_fail(t, "a node reads feature %d; X has %d", meta[4] - 1, features);
@@ -690,19 +703,19 @@ static int translate_tree(tr_ctx *t, const ir_node *n, const op_row *r) {
   return tr_has_out(t, 1) ? tr_out_cast(t, 1, z) : MX_OK;
 }
 
-/* ONNX Runtime has regressor kernels for float (and double) X, classifier kernels for int32 and
- * int64 X as well; double X is compared in float64 there, so it is not claimed. */
-#define TREE_IN (OP_T(IR_FLOAT) | OP_T(IR_INT64) | OP_T(IR_INT32))
+/* ONNX Runtime has regressor kernels for float and double X, classifier kernels for int32 and
+ * int64 X as well. */
+#define TREE_IN (OP_T(IR_FLOAT) | OP_F64 | OP_T(IR_INT64) | OP_T(IR_INT32))
 
 const op_row ops_ml_tree_rows[] = {
     {"ai.onnx.ml", "TreeEnsembleRegressor", 1, 4, claim_tree, translate_tree, OP_SHAPE_KEYED,
-     OP_T(IR_FLOAT), 0,
+     OP_T(IR_FLOAT) | OP_F64, 0,
      "depth-many gather steps over [N, trees]; SUM/AVERAGE/MIN/MAX; float attributes or "
-     "_as_tensor (double ones declined); weights summed in float32",
+     "_as_tensor ones; compared and summed in X's type (float64 on the CPU device)",
      NULL, prepare_tree, 0, NULL},
     {"ai.onnx.ml", "TreeEnsemble", 5, 5, claim_tree, translate_tree, OP_SHAPE_KEYED,
-     OP_T(IR_FLOAT), 0,
-     "float X; as TreeEnsembleRegressor; post_transform numbered as the spec says and "
+     OP_T(IR_FLOAT) | OP_F64, 0,
+     "as TreeEnsembleRegressor; post_transform numbered as the spec says and "
      "BRANCH_MEMBER tested as x == a member (ONNX Runtime 1.31 departs from both)", NULL,
      prepare_tree, 0, NULL},
     {"ai.onnx.ml", "TreeEnsembleClassifier", 1, 4, claim_tree, translate_tree, OP_SHAPE_KEYED,

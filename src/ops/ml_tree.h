@@ -39,8 +39,8 @@ typedef struct tree_spec {
 typedef struct tree_tables {
   int32_t *info; /* [G + 2, 4]: per node feature, true, false, mode | 8 (NaN goes true); then
                   * (depth, trees, modes met, any NaN rule) and (features read, 0, 0, 0) */
-  float *thr;    /* [G, W]: the threshold, then a BRANCH_MEMBER node's set (NaN padded) */
-  float *leaf;   /* [G, 2K] */
+  double *thr;   /* [G, W]: the threshold, then a BRANCH_MEMBER node's set (NaN padded) */
+  double *leaf;  /* [G, 2K] (float32 on the device unless X is float64) */
   int n_trees, depth, width;
   unsigned modes; /* bit per mode met */
   bool missing;   /* some node sends NaN to its true child */

@@ -19,7 +19,8 @@ typedef struct tree5_spec {
   const int64_t *roots, *feature, *truen, *falsen, *trueleaf, *falseleaf, *missing, *target;
   size_t n_missing;
   const uint8_t *modes;
-  const float *splits, *weights, *members;
+  const float *splits_f, *weights_f, *members_f; /* float tensors, or */
+  const double *splits_d, *weights_d, *members_d; /* double ones (float64 X) */
 } tree5_spec;
 
 static const void *tensor_of(const ir_node *n, const char *name, int type, size_t *count) {
@@ -28,6 +29,10 @@ static const void *tensor_of(const ir_node *n, const char *name, int type, size_
   if (!a || a->type != IR_ATTR_TENSOR || a->tensor_elem_type != type) return NULL;
   *count = a->tensor_bytes / ir_elem_size(type);
   return a->tensor_data;
+}
+
+static double member_at(const tree5_spec *v, size_t i) {
+  return v->members_f ? v->members_f[i] : v->members_d[i];
 }
 
 static bool tree5_read(const ir_node *n, tree_spec *s, tree5_spec *v, char *err, size_t len) {
@@ -43,15 +48,18 @@ static bool tree5_read(const ir_node *n, tree_spec *s, tree5_spec *v, char *err,
   v->missing = ml_tree_ints(n, "nodes_missing_value_tracks_true", &v->n_missing);
   v->target = ml_tree_ints(n, "leaf_targetids", &v->n_leaves);
   v->modes = tensor_of(n, "nodes_modes", IR_UINT8, &cm);
-  v->splits = tensor_of(n, "nodes_splits", IR_FLOAT, &cs);
-  v->weights = tensor_of(n, "leaf_weights", IR_FLOAT, &cw);
-  v->members = tensor_of(n, "membership_values", IR_FLOAT, &v->n_members);
+  v->splits_f = tensor_of(n, "nodes_splits", IR_FLOAT, &cs);
+  v->weights_f = tensor_of(n, "leaf_weights", IR_FLOAT, &cw);
+  v->members_f = tensor_of(n, "membership_values", IR_FLOAT, &v->n_members);
+  if (!v->splits_f) v->splits_d = tensor_of(n, "nodes_splits", IR_DOUBLE, &cs);
+  if (!v->weights_f) v->weights_d = tensor_of(n, "leaf_weights", IR_DOUBLE, &cw);
+  if (!v->members_f) v->members_d = tensor_of(n, "membership_values", IR_DOUBLE, &v->n_members);
   v->n_nodes = c[0];
   c[5] = cm, c[6] = cs;
   for (int i = 1; i < 7; i++)
     if (c[i] != v->n_nodes) {
       snprintf(err, len, "nodes_* have different lengths (nodes_splits, leaf_weights and "
-               "membership_values must be float tensors, nodes_modes uint8)");
+               "membership_values must be float or double tensors, nodes_modes uint8)");
       return false;
     }
   if (v->n_nodes == 0 || v->n_nodes + v->n_leaves > TREE_MAX_NODES || v->n_roots == 0 ||
@@ -90,7 +98,7 @@ static bool tables_build5(const tree_spec *s, const tree5_spec *v, tree_tables *
   memset(tt, 0, sizeof *tt);
   size_t nodes = v->n_nodes, g = nodes + v->n_leaves, k2 = (size_t)s->k * 2, most = 0;
   for (size_t i = 0, run = 0; i <= v->n_members; i++) { /* the largest set */
-    if (i == v->n_members || isnan(v->members[i])) {
+    if (i == v->n_members || isnan(member_at(v, i))) {
       most = run > most ? run : most;
       run = 0;
     } else {
@@ -120,7 +128,7 @@ static bool tables_build5(const tree_spec *s, const tree5_spec *v, tree_tables *
   for (size_t i = 0; i < nodes; i++)
     if (place[i] < 0) place[i] = (int32_t)next++;
   tt->n_trees = (int)v->n_roots;
-  const float *member = v->members;
+  size_t member = 0;
   for (size_t i = 0; i < nodes; i++) {
     int32_t *row = tt->info + (size_t)place[i] * 4;
     int mode = v->modes[i] == 6 ? M_MEMBER : v->modes[i];
@@ -147,24 +155,24 @@ static bool tables_build5(const tree_spec *s, const tree5_spec *v, tree_tables *
     tt->missing |= miss;
     tt->modes |= 1u << mode;
     if (row[0] + 1 > tt->features) tt->features = row[0] + 1;
-    float *th = tt->thr + (size_t)place[i] * (size_t)tt->width;
-    th[0] = v->splits[i];
+    double *th = tt->thr + (size_t)place[i] * (size_t)tt->width;
+    th[0] = v->splits_f ? v->splits_f[i] : v->splits_d[i];
     for (int m = 1; m < tt->width; m++) th[m] = NAN;
     if (mode == M_MEMBER) { /* this node's set: the next run of membership_values */
-      const float *end = v->members + v->n_members;
-      if (member >= end) {
+      if (member >= v->n_members) {
         snprintf(err, len, "membership_values has fewer sets than BRANCH_MEMBER nodes");
         goto done;
       }
-      for (int m = 1; member < end && !isnan(*member); member++) th[m++] = *member;
-      if (member < end) member++; /* the NaN delimiter */
+      for (int m = 1; member < v->n_members && !isnan(member_at(v, member)); member++)
+        th[m++] = member_at(v, member);
+      if (member < v->n_members) member++; /* the NaN delimiter */
     }
   }
   for (size_t l = 0; l < v->n_leaves; l++) {
     size_t at = nodes + l;
     int32_t *row = tt->info + at * 4;
     row[1] = row[2] = (int32_t)at, row[3] = M_LEAF;
-    tt->leaf[at * k2 + (size_t)v->target[l]] = v->weights[l];
+    tt->leaf[at * k2 + (size_t)v->target[l]] = v->weights_f ? v->weights_f[l] : v->weights_d[l];
     tt->leaf[at * k2 + (size_t)s->k + (size_t)v->target[l]] = 1.0f;
   }
   if (!ml_tree_depth(tt, g, v->n_roots, level, err, len)) goto done;

@@ -4,9 +4,10 @@ missing-value directions, every aggregate function, several targets, base values
 post_transform, the float _as_tensor forms (opset 3), integer input to the classifier, the
 multiclass and the two-class forms ORT distinguishes (one class's weights, all-positive or mixed
 weights, 0 or 1 base values, both classes' weights); TreeEnsemble (ai.onnx.ml 5) with
-BRANCH_MEMBER sets; a forest over a constant X; plus the declines (string labels, double
-_as_tensor attributes, rank-1 X, the two-class forms whose ORT output is no per-row rule, a
-broken tree)."""
+BRANCH_MEMBER sets; float64 X on the CPU device (double _as_tensor attributes, a float64 Y
+from TreeEnsemble 5); a forest over a constant X; plus the declines (string labels, double
+_as_tensor attributes with float X, rank-1 X, the two-class forms whose ORT output is no
+per-row rule, a broken tree)."""
 import numpy as np
 import pytest
 from onnx import TensorProto as TP
@@ -425,3 +426,51 @@ def test_constant_input_folds_at_plan_build():
     got, placed = harness.run_on_mlx(m, {})
     assert placed["tree"] == harness.EP
     np.testing.assert_allclose(got[0], harness.cpu_session(m).run(None, {})[0], atol=1e-5)
+
+
+def as_float64_input(m):
+    m.graph.input[0].type.tensor_type.elem_type = TP.DOUBLE
+    return m
+
+
+@pytest.mark.cpu_device
+@pytest.mark.parametrize("as_tensor", [None, np.float64])
+@pytest.mark.parametrize("agg", ["SUM", "AVERAGE", "MAX"])
+def test_regressor_float64_input(as_tensor, agg):
+    """float64 X (the CPU device): compared and summed in float64 as ORT does, with float
+    attributes or double _as_tensor ones (thresholds no float32 equals among them)."""
+    rng = np.random.default_rng(31)
+    nodes, leaves = random_forest(rng, trees=6, modes=tuple(MODES), missing=True)
+    x = inputs(rng, rows=40, nans=True).astype(np.float64)
+    if as_tensor:
+        picks = x[~np.isnan(x)][rng.integers(0, 100, len(nodes["nodes_values"]))]
+        nodes["nodes_values"] = list(picks + rng.choice([-1e-12, 0.0, 1e-12], picks.size))
+    m = regressor(nodes, leaves, rng, targets=2, agg=agg, opset=3, as_tensor=as_tensor,
+                  base=[0.5, -0.25], post="LOGISTIC" if agg == "MAX" else "NONE")
+    harness.check_against_cpu(as_float64_input(m), {"X": x}, atol=1e-6)
+
+
+@pytest.mark.cpu_device
+@pytest.mark.parametrize("labels,class_ids", [([0, 1, 2], [0, 1, 2]), ([3, 8], [0])])
+def test_classifier_float64_input(labels, class_ids):
+    rng = np.random.default_rng(32)
+    nodes, leaves = random_forest(rng, trees=5, modes=tuple(MODES), grid=True)
+    m = classifier(nodes, leaves, rng, labels, class_ids, post="LOGISTIC")
+    x = inputs(rng, rows=40, grid=True).astype(np.float64)
+    harness.check_against_cpu(as_float64_input(m), {"X": x}, atol=1e-6)
+
+
+@pytest.mark.cpu_device
+def test_tree_ensemble_v5_float64():
+    """TreeEnsemble 5 over float64 X with double splits, weights and sets: Y is float64."""
+    rng = np.random.default_rng(33)
+    m = tree_ensemble_v5(rng, member=True, missing=True)
+    node = m.graph.node[0]
+    for a in node.attribute:
+        if a.name in ("nodes_splits", "leaf_weights", "membership_values"):
+            a.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(a.t).astype(np.float64),
+                                                 a.name))
+    m.graph.output[0].type.tensor_type.elem_type = TP.DOUBLE
+    x = np.where(rng.random((32, 4)) < 0.1, np.nan, rng.integers(-2, 8, (32, 4)))
+    got, _, _ = harness.check_against_cpu(as_float64_input(m), {"X": x}, atol=1e-12)
+    assert got[0].dtype == np.float64
