@@ -1,7 +1,7 @@
 /*
- * Helpers the ai.onnx.ml families share (ops/ml.c, ops/ml_tree.c): the post-transforms ONNX
+ * Helpers the ai.onnx.ml families share (ops/ml.c, ml_tree.c, ml_svm.c): the post-transforms ONNX
  * Runtime's CPU provider applies to classifier and regressor scores, and reading the ONNX
- * spelling of a post_transform. Scores are float32 [N, K].
+ * spelling of a post_transform. Scores are [N, K].
  */
 #ifndef OPS_ML_H
 #define OPS_ML_H
@@ -15,8 +15,9 @@ typedef enum ml_post {
 
 /* The node's post_transform; false for a spelling ONNX does not define. */
 bool ml_read_post(const ir_node *n, ml_post *out);
-/* Applies a post-transform to float32 scores [N, K] as ONNX Runtime does: with K > 1 every
- * transform; with K == 1 only PROBIT (the others leave a lone score as it is). */
+/* Applies a post-transform to scores [N, K] as ONNX Runtime does: with K > 1 every transform;
+ * with K == 1 only PROBIT (the others leave a lone score as it is); float64 scores are
+ * transformed in float32, as there. */
 int ml_post_transform(tr_ctx *t, ml_post post, mx_array scores, mx_array *out);
 /* ONNX Runtime's probit: sqrt(2) * erfinv(2p - 1), with its closed-form erfinv approximation. */
 int ml_probit(tr_ctx *t, mx_array p, mx_array *out);
