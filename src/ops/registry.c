@@ -22,7 +22,8 @@ static const op_row *const families[] = {
     ops_misc_nn_rows,       ops_rnn_rows,           ops_deform_conv_rows, ops_tfidf_rows,
     ops_sequence_rows,      ops_control_rows,       ops_llm_quant_rows,  ops_llm_norm_rows,
     ops_llm_rotary_rows,    ops_llm_attention_rows, ops_llm_gather_rows, ops_llm_fused_rows,
-    ops_llm_mha_rows,       NULL};
+    ops_llm_mha_rows,       ops_ml_rows,            ops_ml_tree_rows,    ops_ml_svm_rows,
+    NULL};
 
 int ir_to_mx_dtype(int t) {
   switch (t) {
