@@ -176,8 +176,8 @@ int main(int argc, char **argv) {
          "anchor (the spelling's last node) then computes the result from the spelling's inputs,\n"
          "unless the Run's element types or shapes rule the pattern out, in which case every node\n"
          "runs as its row says. Inner nodes are still translated, and run only where something\n"
-         "else reads their values. Where a pattern matches, the anchor's compile class is raised to\n"
-         "the one shown.\n\n");
+         "else reads their values. Where a pattern matches, the anchor's compile class is raised\n"
+         "to the one shown.\n\n");
   printf("| Pattern | Anchor | Devices | Compile (anchor) | Notes |\n");
   printf("|---|---|---|---|---|\n");
   op_fusions_visit(print_fusion, NULL);

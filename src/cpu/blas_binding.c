@@ -3,10 +3,10 @@
  * cblas_sgemm (cpu/sgemm/sgemm.c), and libmlx's binds to it, but that holds only when the plugin
  * loads libmlx: a process that imported MLX first (Python's `import mlx.core` binds every symbol at
  * load) keeps the reference BLAS bundled with the wheel for MLX's own products, much slower
- * (the host kernels call the plugin's product directly either way). This file reads the address libmlx's relocation slot for cblas_sgemm holds
- * (through the loader's program headers and libmlx's dynamic relocations, without calling MLX),
- * names the library it lies in, and compares it with the cblas_sgemm the plugin's own dependency
- * order finds. It only looks: nothing is rebound.
+ * (the host kernels call the plugin's product directly either way). This file reads the address
+ * libmlx's relocation slot for cblas_sgemm holds (through the loader's program headers and libmlx's
+ * dynamic relocations, without calling MLX), names the library it lies in, and compares it with the
+ * cblas_sgemm the plugin's own dependency order finds. It only looks: nothing is rebound.
  */
 #include "cpu/blas_binding.h"
 

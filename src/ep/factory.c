@@ -44,7 +44,8 @@ static OrtStatus *ORT_API_CALL get_supported_devices(OrtEpFactory *f,
     OrtKeyValuePairs *meta = NULL;
     fac->ort->CreateKeyValuePairs(&meta);
     fac->ort->AddKeyValuePair(meta, "mlx_version", mx_version());
-    fac->ort->AddKeyValuePair(meta, "mlx_device", type == OrtHardwareDeviceType_GPU ? "gpu" : "cpu");
+    fac->ort->AddKeyValuePair(meta, "mlx_device",
+                              type == OrtHardwareDeviceType_GPU ? "gpu" : "cpu");
     OrtEpDevice *dev = NULL;
     OrtStatus *st = fac->ep_api->CreateEpDevice(f, devices[i], meta, NULL, &dev);
     fac->ort->ReleaseKeyValuePairs(meta);

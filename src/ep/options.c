@@ -27,12 +27,12 @@
  * softmax, layer norm and erf on the CPU device from MLX operations instead of running them as host
  * kernels (cpu/math.c); ONNXRUNTIME_EP_MLX_GPU_CROSSING=1 makes the CPU device take a Run's inputs
  * and a plan's constants as the GPU does, read by MLX's loader into its own memory instead of used
- * in place (mlx/host_io.cpp: so the GPU's path is tested without a GPU); ONNXRUNTIME_EP_MLX_FAIL_BRIDGE_CALL=N makes the Nth
- * guarded call into the MLX bridge after the EP's creation fail, once (fault injection: tests walk
- * N to prove every failure path returns an OrtStatus and leaves the session usable); an EP created
- * without it disarms it; ONNXRUNTIME_EP_MLX_SLOW_FIRST_RUN_MS=N sets how long a group's first Run may take
- * before a warning through ORT's logger says where its time went (default 1000; 0 warns always,
- * for tests).
+ * in place (mlx/host_io.cpp: so the GPU's path is tested without a GPU);
+ * ONNXRUNTIME_EP_MLX_FAIL_BRIDGE_CALL=N makes the Nth guarded call into the MLX bridge after the
+ * EP's creation fail, once (fault injection: tests walk N to prove every failure path returns an
+ * OrtStatus and leaves the session usable); an EP created without it disarms it;
+ * ONNXRUNTIME_EP_MLX_SLOW_FIRST_RUN_MS=N sets how long a group's first Run may take before a
+ * warning through ORT's logger says where its time went (default 1000; 0 warns always, for tests).
  */
 #include "ep/ep_types.h"
 

@@ -1,7 +1,8 @@
 /*
  * The partition report: how many nodes the EP claimed, into how many fused groups, and every
  * declined node with its op, name and the predicate's reason. Built by GetCapability, printed
- * with verbose on, logged through ORT's logger, and written as JSON when the report_file option names a file.
+ * with verbose on, logged through ORT's logger, and written as JSON when the report_file option
+ * names a file.
  */
 #ifndef REPORT_H
 #define REPORT_H

@@ -1,6 +1,8 @@
 /*
- * How a Run's bytes cross between ORT's host buffers and a GPU: inputs read straight into device
- * memory when evaluated, outputs copied from device memory straight into ORT's buffer.
+ * How a Run's bytes and a plan's constants cross between host memory and a GPU: inputs read
+ * straight into device memory when evaluated, constants read the same way at plan build (small
+ * ones keeping their bytes for host reads), outputs copied from device memory straight into
+ * ORT's buffer.
  *
  * MLX's CUDA backend keeps an array made from host memory (mc::array(data, ...)) in managed
  * memory: the host writes it, then the first kernel to read it faults every page across, and an
@@ -8,11 +10,11 @@
  * the host. Measured on an H200 with PP-OCRv4 det at batch 8 (39 MB in, 13 MB out): most of an
  * 80 ms Run went there, against 22 ms of kernels. Here an input is read by MLX's own loader
  * (mc::load) from a reader over ORT's buffer, when MLX evaluates it: on the GPU MLX puts it in a
- * device buffer with one asynchronous copy. An output of a CUDA build (MXB_CUDA_IO, set by the Makefile when MLX's
- * CUDA headers and CUDA's are there) is copied with cudaMemcpy from the device buffer MLX holds,
- * found through MLX's own allocator header; cudaMemcpy is looked up in the CUDA runtime MLX has
- * already loaded, so the plugin links nothing more. Elsewhere, and for buffers MLX keeps in
- * managed memory, the host reads through array::data() as before.
+ * device buffer with one asynchronous copy. An output of a CUDA build (MXB_CUDA_IO, set by the
+ * Makefile when MLX's CUDA headers and CUDA's are there) is copied with cudaMemcpy from the
+ * device buffer MLX holds, found through MLX's own allocator header; cudaMemcpy is looked up in
+ * the CUDA runtime MLX has already loaded, so the plugin links nothing more. Elsewhere, and for
+ * buffers MLX keeps in managed memory, the host reads through array::data() as before.
  */
 #include "mlx/mx_internal.hpp"
 
@@ -120,7 +122,7 @@ using cuda_memcpy_fn = cudaError_t (*)(void *, const void *, size_t, cudaMemcpyK
 static cuda_memcpy_fn cuda_memcpy() {
   static cuda_memcpy_fn fn = []() -> cuda_memcpy_fn {
     for (const char *name : {"libcudart.so.13", "libcudart.so.12", "libcudart.so"}) {
-      void *lib = dlopen(name, RTLD_NOW | RTLD_NOLOAD); /* only one MLX already loaded */
+      void *lib = dlopen(name, RTLD_NOW | RTLD_NOLOAD); /* only the one MLX loaded */
       if (lib) return reinterpret_cast<cuda_memcpy_fn>(dlsym(lib, "cudaMemcpy"));
     }
     return nullptr;
@@ -142,10 +144,6 @@ bool device_copy_to_host(const mc::array &x, void *dst, size_t bytes) {
 #else
 bool device_copy_to_host(const mc::array &, void *, size_t) { return false; }
 #endif
-
-}  // namespace mxb
-
-namespace mxb {
 
 /* Constants a GPU's kernels read are MLX's, in device memory: an array made from host memory
  * is kept in managed memory by MLX's CUDA backend, and each host read of it (a translator reading

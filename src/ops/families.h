@@ -28,13 +28,16 @@ extern const op_row ops_ssm_gates_rows[];     /* LinearAttentionGate, GatedAdd, 
 extern const op_row ops_quant_rows[];       /* Quantize/DequantizeLinear, integer products */
 extern const op_row ops_attention_rows[];   /* Attention (ai.onnx 23, 24) */
 extern const op_row ops_signal_rows[]; /* DFT, STFT, Hann/Hamming/BlackmanWindow, MelWeightMatrix */
-extern const op_row ops_vision_rows[]; /* GridSample, AffineGrid, RoiAlign, MaxUnpool, Col2Im, NMS */
+/* GridSample, AffineGrid, RoiAlign, MaxUnpool, Col2Im, NMS */
+extern const op_row ops_vision_rows[];
 extern const op_row ops_linalg_rows[]; /* Einsum, Det */
 extern const op_row ops_random_rows[]; /* RandomNormal/Uniform(Like), Bernoulli, Multinomial */
 extern const op_row ops_rnn_rows[]; /* RNN, GRU, LSTM */
-extern const op_row ops_sequence_rows[]; /* Sequence*, SplitToSequence, ConcatFromSequence, Optional* */
+/* Sequence*, SplitToSequence, ConcatFromSequence, Optional* */
+extern const op_row ops_sequence_rows[];
 extern const op_row ops_control_rows[]; /* If, Loop, Scan (subgraphs unrolled) */
-extern const op_row ops_misc_nn_rows[]; /* RotaryEmbedding, NLL/SoftmaxCrossEntropy losses, MaxRoiPool */
+/* RotaryEmbedding, NLL/SoftmaxCrossEntropy losses, MaxRoiPool */
+extern const op_row ops_misc_nn_rows[];
 extern const op_row ops_deform_conv_rows[]; /* DeformConv (2-D) */
 extern const op_row ops_tfidf_rows[];       /* TfIdfVectorizer (integer pools) */
 extern const op_row ops_ml_rows[];      /* ai.onnx.ml: Scaler, Linear*, LabelEncoder, ... */
@@ -44,9 +47,11 @@ extern const op_row ops_llm_quant_rows[];   /* MatMulNBits (com.microsoft) */
 extern const op_row ops_llm_rotary_rows[]; /* RotaryEmbedding (com.microsoft) */
 extern const op_row ops_llm_attention_rows[]; /* GroupQueryAttention (com.microsoft) */
 extern const op_row ops_llm_gather_rows[]; /* GatherBlockQuantized (com.microsoft) */
-extern const op_row ops_llm_fused_rows[]; /* FastGelu, BiasGelu, QuickGelu, FusedMatMul (com.microsoft) */
+/* FastGelu, BiasGelu, QuickGelu, FusedMatMul (com.microsoft) */
+extern const op_row ops_llm_fused_rows[];
 extern const op_row ops_llm_mha_rows[]; /* MultiHeadAttention (com.microsoft) */
-extern const op_row ops_llm_norm_rows[]; /* SimplifiedLayerNormalization, Skip(Simplified)LayerNormalization */
+/* SimplifiedLayerNormalization, Skip(Simplified)LayerNormalization */
+extern const op_row ops_llm_norm_rows[];
 
 /* Translators shared by several families (ops/common.c): one bridge op named by row->code,
  * its result cast to the declared output type. */

@@ -18,8 +18,8 @@ int llm_rope_tables(tr_ctx *t, mx_array cos_cache, mx_array sin_cache, mx_array 
                     mx_array *cos_out, mx_array *sin_out);
 
 /* Rotates the first `rot` values of each head of x ([B, S, N, H]) by cosv/sinv (broadcasting
- * over [B, S, N, rot/2], as llm_rope_tables makes them); interleaved pairs (x[2i], x[2i+1]) or halves (x[i], x[i + rot/2]); values
- * past rot pass through. */
+ * over [B, S, N, rot/2], as llm_rope_tables makes them); interleaved pairs (x[2i], x[2i+1]) or
+ * halves (x[i], x[i + rot/2]); values past rot pass through. */
 int llm_rope_apply(tr_ctx *t, mx_array x, mx_array cosv, mx_array sinv, int rot, bool interleaved,
                    mx_array *out);
 

@@ -546,11 +546,11 @@ static int translate_topk(tr_ctx *t, const ir_node *n, const op_row *r) {
   {"", name, lo, hi, claim_reduce_input, translate_reduce_input, OP_SHAPELESS, types, op, \
    HOST_READ_NOTE("the axes input")}
 #define ARG_ROWS(name, code)                                                                   \
-  {"", name, 1, 10, claim_arg, translate_arg, OP_SHAPELESS, OP_NUMERIC | OP_F64,                        \
+  {"", name, 1, 10, claim_arg, translate_arg, OP_SHAPELESS, OP_NUMERIC | OP_F64,               \
    (code) | ARG_NONNEG_AXIS, "int64 index of the first extreme; negative axis declined"},     \
-  {"", name, 11, 11, claim_arg, translate_arg, OP_SHAPELESS, OP_NUMERIC | OP_F64, code,                \
+  {"", name, 11, 11, claim_arg, translate_arg, OP_SHAPELESS, OP_NUMERIC | OP_F64, code,       \
    "int64 index of the first extreme"},                                                       \
-  {"", name, 12, 13, claim_arg, translate_arg, OP_SHAPELESS, OP_NUMERIC | OP_F64,                      \
+  {"", name, 12, 13, claim_arg, translate_arg, OP_SHAPELESS, OP_NUMERIC | OP_F64,             \
    (code) | ARG_LAST_INDEX, "int64 index of the first extreme, or the last (select_last_index)"}
 
 const op_row ops_reduce_rows[] = {
@@ -584,8 +584,8 @@ const op_row ops_reduce_rows[] = {
      "exclusive, reverse; " HOST_READ_NOTE("the axis input")},
     {"", "TopK", 1, 9, claim_topk, translate_topk, OP_SHAPE_KEYED, OP_FLOATS | OP_F64, TOPK_K_ATTR,
      "k attribute; largest first; ties keep the lower index first"},
-    {"", "TopK", 10, 10, claim_topk, translate_topk, OP_SHAPE_KEYED, OP_FLOATS | OP_F64, TOPK_K_INPUT,
-     "largest first; ties keep the lower index first; " HOST_READ_NOTE("k")},
+    {"", "TopK", 10, 10, claim_topk, translate_topk, OP_SHAPE_KEYED, OP_FLOATS | OP_F64,
+     TOPK_K_INPUT, "largest first; ties keep the lower index first; " HOST_READ_NOTE("k")},
     {"", "TopK", 11, 24, claim_topk, translate_topk, OP_SHAPE_KEYED, OP_NUMERIC | OP_F64, TOPK_FULL,
      "largest/smallest, always sorted; ties keep the lower index first; " HOST_READ_NOTE("k")},
     OP_ROWS_END,

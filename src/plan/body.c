@@ -3,9 +3,9 @@
  * build each subgraph becomes a plan_body: its nodes' registry rows found once in a topological
  * order, its constants converted to MLX arrays once, prepare hooks run, and every outer-scope
  * value it reads located in the enclosing graph by name, the fusion table run over it; bodies
- * of nested control-flow nodes are built the same way. At run time the control-flow translators call tr_run_body, which
- * translates the body's nodes into the same lazy MLX graph with a values table of the body's
- * own, so unrolling a loop is just translating its body once per iteration.
+ * of nested control-flow nodes are built the same way. At run time the control-flow translators
+ * call tr_run_body, which translates the body's nodes into the same lazy MLX graph with a values
+ * table of the body's own, so unrolling a loop is just translating its body once per iteration.
  */
 #include "ir/partition.h"
 #include "ops/fusions.h"

@@ -24,10 +24,10 @@ typedef enum tr_path_kind {
 
 /* What a node's kernel took in besides the node itself (bits of tr_node_path.folds). */
 enum {
-  TR_FOLD_BIAS = 1u << 0,        /* a bias add (Conv's B, Gemm's C row) */
-  TR_FOLD_SCALE = 1u << 1,       /* a constant scale of its input (attention scores, Swish's beta) */
-  TR_FOLD_MASK = 1u << 2,        /* an additive mask */
-  TR_FOLD_RESIDUAL = 1u << 3,    /* the Add (residual sum) that computes its input */
+  TR_FOLD_BIAS = 1u << 0,     /* a bias add (Conv's B, Gemm's C row) */
+  TR_FOLD_SCALE = 1u << 1,    /* a constant scale of its input (attention scores, Swish's beta) */
+  TR_FOLD_MASK = 1u << 2,     /* an additive mask */
+  TR_FOLD_RESIDUAL = 1u << 3, /* the Add (residual sum) that computes its input */
   TR_FOLD_MERGE_HEADS = 1u << 4, /* the Transpose/Reshape that merges attention heads after it */
   TR_FOLD_COUNT = 5
 };
