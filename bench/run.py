@@ -169,14 +169,15 @@ def table(rows, runs) -> str:
     return "\n".join(lines)
 
 
-def write_doc(text: str) -> None:
+def write_doc(text: str, begin: str = BEGIN, end: str = END) -> None:
+    """Puts `text` into docs/BENCHMARKS.md between the markers, adding them where missing."""
     doc = ROOT / "docs" / "BENCHMARKS.md"
-    body = doc.read_text() if doc.exists() else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
-    if BEGIN not in body:
-        body += f"\n{BEGIN}\n{END}\n"
-    head, rest = body.split(BEGIN, 1)
-    tail = rest.split(END, 1)[1]
-    doc.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+    body = doc.read_text() if doc.exists() else "# Benchmarks\n"
+    if begin not in body:
+        body += f"\n{begin}\n{end}\n"
+    head, rest = body.split(begin, 1)
+    tail = rest.split(end, 1)[1]
+    doc.write_text(f"{head}{begin}\n{text}\n{end}{tail}")
 
 
 def main(argv=None) -> int:

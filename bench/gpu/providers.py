@@ -34,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE.parent))
 from models import GPU_CASES  # noqa: E402
-from run import TRIAL_RUNS  # noqa: E402
+from run import TRIAL_RUNS, write_doc  # noqa: E402
 
 from onnxruntime_ep_mlx import compare  # noqa: E402
 
@@ -200,15 +200,6 @@ def profile_table(rows) -> str:
     return "\n".join(lines)
 
 
-def write_doc(text: str) -> None:
-    doc = ROOT / "docs" / "BENCHMARKS.md"
-    body = doc.read_text()
-    if BEGIN not in body:
-        body += f"\n{BEGIN}\n{END}\n"
-    head, rest = body.split(BEGIN, 1)
-    doc.write_text(f"{head}{BEGIN}\n{text}\n{END}{rest.split(END, 1)[1]}")
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", help="one model (a name in bench/models.py's GPU_CASES)")
@@ -258,7 +249,7 @@ def main(argv=None) -> int:
     print()
     print(text)
     if args.write_doc:
-        write_doc(text)
+        write_doc(text, BEGIN, END)
     return 0
 
 

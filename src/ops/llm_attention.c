@@ -169,6 +169,20 @@ typedef struct gqa_lengths {
   mx_array key_pos, key_used;
 } gqa_lengths;
 
+/* seqlens_k as int32 [B, 1, 1, 1] (also L->last), and past_b = max(seqlens_k + 1 - S, 0); `zero`
+ * is the int32 0 it was clamped with, for the caller's further bounds. */
+static int past_begin(tr_ctx *t, int s, gqa_lengths *L, mx_array *seq, mx_array *zero) {
+  int shape[4] = {-1, 1, 1, 1};
+  mx_array off;
+  TR_TRY(mx_astype(t->mx, seq, tr_in(t, 5), MX_INT32));
+  TR_TRY(mx_reshape(t->mx, seq, *seq, shape, 4));
+  L->last = *seq;
+  TR_TRY(mx_scalar_int(t->mx, &off, 1 - s, MX_INT32));
+  TR_TRY(mx_binary(t->mx, &L->past_b, MX_ADD, *seq, off));
+  TR_TRY(mx_scalar_int(t->mx, zero, 0, MX_INT32));
+  return mx_binary(t->mx, &L->past_b, MX_MAXIMUM, L->past_b, *zero);
+}
+
 static int lengths(tr_ctx *t, int s, int past, gqa_lengths *L) {
   int64_t total = 0;
   size_t count = 0;
@@ -177,18 +191,12 @@ static int lengths(tr_ctx *t, int s, int past, gqa_lengths *L) {
     return tr_fail(t, "total_sequence_length must be one value >= the new length %d", s);
   L->s = s, L->past = past;
   L->present = total > past ? (int)total : past;
-  mx_array seq = tr_in(t, 5), off, zero, lo, hi, ok;
-  int shape[4] = {-1, 1, 1, 1}, col[4] = {1, 1, 1, L->present};
+  mx_array seq, off, zero, lo, hi, ok;
+  int col[4] = {1, 1, 1, L->present};
   TR_TRY(mx_arange(t->mx, &L->key_pos, 0, L->present, 1, MX_INT32));
   TR_TRY(mx_reshape(t->mx, &L->key_pos, L->key_pos, col, 4));
   L->key_used = NULL;
-  TR_TRY(mx_astype(t->mx, &seq, seq, MX_INT32));
-  TR_TRY(mx_reshape(t->mx, &seq, seq, shape, 4));
-  L->last = seq;
-  TR_TRY(mx_scalar_int(t->mx, &off, 1 - s, MX_INT32));
-  TR_TRY(mx_binary(t->mx, &L->past_b, MX_ADD, seq, off));
-  TR_TRY(mx_scalar_int(t->mx, &zero, 0, MX_INT32));
-  TR_TRY(mx_binary(t->mx, &L->past_b, MX_MAXIMUM, L->past_b, zero));
+  TR_TRY(past_begin(t, s, L, &seq, &zero));
   /* the rows read from past must exist, and the new ones must fit in present */
   int top = past < L->present - s ? past : L->present - s;
   TR_TRY(mx_binary(t->mx, &lo, MX_GREATER_EQUAL, L->past_b, zero));
@@ -235,15 +243,9 @@ static int windowed_lengths(tr_ctx *t, int s, int cap, int window, gqa_lengths *
     return tr_fail(t, "sliding_window_cache needs a capacity (past rows, %d) of at least "
                       "local_window_size (%d)", cap, window);
   L->s = s, L->past = cap, L->present = cap;
-  mx_array seq = tr_in(t, 5), off, zero, i, start, pos_past, pos_new, in_past, used;
-  int shape[4] = {-1, 1, 1, 1}, col[4] = {1, 1, 1, cap + s};
-  TR_TRY(mx_astype(t->mx, &seq, seq, MX_INT32));
-  TR_TRY(mx_reshape(t->mx, &seq, seq, shape, 4));
-  L->last = seq;
-  TR_TRY(mx_scalar_int(t->mx, &off, 1 - s, MX_INT32));
-  TR_TRY(mx_binary(t->mx, &L->past_b, MX_ADD, seq, off));
-  TR_TRY(mx_scalar_int(t->mx, &zero, 0, MX_INT32));
-  TR_TRY(mx_binary(t->mx, &L->past_b, MX_MAXIMUM, L->past_b, zero));
+  mx_array seq, off, zero, i, start, pos_past, pos_new, in_past, used;
+  int col[4] = {1, 1, 1, cap + s};
+  TR_TRY(past_begin(t, s, L, &seq, &zero));
   TR_TRY(resident_rows(t, L->past_b, cap, window, resident));
   TR_TRY(mx_scalar_int(t->mx, &off, 1, MX_INT32));
   TR_TRY(mx_binary(t->mx, &off, MX_ADD, seq, off));
