@@ -53,13 +53,10 @@ static bool claim_gelu(const ir_graph *g, const ir_node *n, const op_row *r, op_
   return true;
 }
 
-/* none: 0.5 x (1 + erf(x / sqrt 2)); tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
-static int translate_gelu(tr_ctx *t, const ir_node *n, const op_row *r) {
-  (void)r;
-  mx_array x, inner, c, one, half, y;
-  TR_TRY(widen(t, &x));
+int op_gelu(tr_ctx *t, mx_array x, bool tanh_form, mx_array *y) {
+  mx_array inner, c, one, half;
   mx_dtype dt = mx_dtype_of(x);
-  if (strcmp(ir_attr_string(n, "approximate", "none"), "tanh") == 0) {
+  if (tanh_form) {
     mx_array x3;
     TR_TRY(mx_binary(t->mx, &x3, MX_MULTIPLY, x, x));
     TR_TRY(mx_binary(t->mx, &x3, MX_MULTIPLY, x3, x));
@@ -77,8 +74,16 @@ static int translate_gelu(tr_ctx *t, const ir_node *n, const op_row *r) {
   TR_TRY(tr_scalar(t, &one, 1.0, dt));
   TR_TRY(tr_scalar(t, &half, 0.5, dt));
   TR_TRY(mx_binary(t->mx, &inner, MX_ADD, inner, one));
-  TR_TRY(mx_binary(t->mx, &y, MX_MULTIPLY, x, half));
-  TR_TRY(mx_binary(t->mx, &y, MX_MULTIPLY, y, inner));
+  TR_TRY(mx_binary(t->mx, y, MX_MULTIPLY, x, half));
+  return mx_binary(t->mx, y, MX_MULTIPLY, *y, inner);
+}
+
+/* approximate "none" or "tanh" (op_gelu), computed in float32 for half types (widen). */
+static int translate_gelu(tr_ctx *t, const ir_node *n, const op_row *r) {
+  (void)r;
+  mx_array x, y;
+  TR_TRY(widen(t, &x));
+  TR_TRY(op_gelu(t, x, strcmp(ir_attr_string(n, "approximate", "none"), "tanh") == 0, &y));
   return tr_out_cast(t, 0, y);
 }
 

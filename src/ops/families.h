@@ -5,6 +5,7 @@
 #ifndef FAMILIES_H
 #define FAMILIES_H
 
+#include "mlx/mx.h"
 #include "ops/registry.h"
 
 extern const op_row ops_elementwise_rows[]; /* arithmetic, comparison, logic, bitwise, math */
@@ -64,5 +65,10 @@ int op_translate_binary(struct tr_ctx *t, const ir_node *n, const op_row *r);
 bool op_rank_fits(const ir_value *v, const char *what, op_why why);
 bool op_ints_fit(const ir_graph *g, const ir_node *n, int i, size_t cap, const char *what,
                  op_why why);
+
+/* Gelu of x in x's type (ops/activation.c; also com.microsoft's FastGelu and BiasGelu):
+ * 0.5 x (1 + erf(x / sqrt 2)), or with `tanh_form`
+ * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+int op_gelu(struct tr_ctx *t, mx_array x, bool tanh_form, mx_array *y);
 
 #endif

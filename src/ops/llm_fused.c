@@ -15,8 +15,6 @@
 #include "ops/families.h"
 #include "plan/translate.h"
 
-#include <math.h>
-
 static int to_f32(tr_ctx *t, mx_array *a) {
   if (*a && mx_dtype_of(*a) != MX_FLOAT32) TR_TRY(mx_astype(t->mx, a, *a, MX_FLOAT32));
   return MX_OK;
@@ -36,16 +34,6 @@ static int biased(tr_ctx *t, mx_array *x) {
   return MX_OK;
 }
 
-/* 0.5 x (1 + inner). */
-static int half_x_one_plus(tr_ctx *t, mx_array x, mx_array inner, mx_array *y) {
-  mx_array one, half;
-  TR_TRY(tr_scalar(t, &one, 1.0, MX_FLOAT32));
-  TR_TRY(tr_scalar(t, &half, 0.5, MX_FLOAT32));
-  TR_TRY(mx_binary(t->mx, &inner, MX_ADD, inner, one));
-  TR_TRY(mx_binary(t->mx, y, MX_MULTIPLY, x, half));
-  return mx_binary(t->mx, y, MX_MULTIPLY, *y, inner);
-}
-
 /* A bias (input 1) must be a 1-D vector of the input's last dimension where shapes are known. */
 static bool claim_bias_row(const ir_graph *g, const ir_node *n, const op_row *r, op_why why) {
   const ir_value *x = ir_input(g, n, 0), *b = ir_input(g, n, 1);
@@ -61,28 +49,17 @@ static bool claim_bias_row(const ir_graph *g, const ir_node *n, const op_row *r,
 
 static int translate_fast_gelu(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)n, (void)r;
-  mx_array x, x3, c, inner, y;
+  mx_array x, y;
   TR_TRY(biased(t, &x));
-  TR_TRY(mx_binary(t->mx, &x3, MX_MULTIPLY, x, x));
-  TR_TRY(mx_binary(t->mx, &x3, MX_MULTIPLY, x3, x));
-  TR_TRY(tr_scalar(t, &c, 0.044715, MX_FLOAT32));
-  TR_TRY(mx_binary(t->mx, &x3, MX_MULTIPLY, x3, c));
-  TR_TRY(mx_binary(t->mx, &inner, MX_ADD, x, x3));
-  TR_TRY(tr_scalar(t, &c, sqrt(2.0 / M_PI), MX_FLOAT32));
-  TR_TRY(mx_binary(t->mx, &inner, MX_MULTIPLY, inner, c));
-  TR_TRY(mx_unary(t->mx, &inner, MX_TANH, inner));
-  TR_TRY(half_x_one_plus(t, x, inner, &y));
+  TR_TRY(op_gelu(t, x, true, &y));
   return tr_out_cast(t, 0, y);
 }
 
 static int translate_bias_gelu(tr_ctx *t, const ir_node *n, const op_row *r) {
   (void)n, (void)r;
-  mx_array x, c, inner, y;
+  mx_array x, y;
   TR_TRY(biased(t, &x));
-  TR_TRY(tr_scalar(t, &c, M_SQRT1_2, MX_FLOAT32));
-  TR_TRY(mx_binary(t->mx, &inner, MX_MULTIPLY, x, c));
-  TR_TRY(mx_unary(t->mx, &inner, MX_ERF, inner));
-  TR_TRY(half_x_one_plus(t, x, inner, &y));
+  TR_TRY(op_gelu(t, x, false, &y));
   return tr_out_cast(t, 0, y);
 }
 
