@@ -19,7 +19,6 @@ import argparse
 import gc
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -34,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE.parent))
 from models import GPU_CASES  # noqa: E402
-from run import TRIAL_RUNS, write_doc  # noqa: E402
+from run import TRIAL_RUNS, write_doc, machine as cpu_machine  # noqa: E402
 
 from onnxruntime_ep_mlx import compare  # noqa: E402
 
@@ -154,24 +153,18 @@ def bench_model(name, runs, warmup, profile_dir=None, with_cpu=True):
 
 
 def machine() -> str:
+    """The GPU and driver, bench/run.py's machine line (CPU, Python, onnxruntime, mlx), the commit."""
     gpu = "unknown GPU"
     try:
         gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
                              capture_output=True, text=True).stdout.strip()
     except OSError:
         pass
-    cpu = "unknown CPU"
-    for line in open("/proc/cpuinfo"):
-        if line.startswith("model name"):
-            cpu = line.split(":", 1)[1].strip()
-            break
-    import mlx.core as mx
     # the device machine's copy of the tree may carry a stale .git: the caller says the commit
     commit = os.environ.get("BENCH_COMMIT") or subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
         capture_output=True, text=True).stdout.strip() or "unknown"
-    return (f"{gpu}; {cpu}, {os.cpu_count()} cores; Python {platform.python_version()}, "
-            f"onnxruntime-gpu {ort.__version__}, mlx {mx.__version__}; commit {commit}")
+    return f"{gpu}; {cpu_machine()}; commit {commit}"
 
 
 def table(rows) -> str:
