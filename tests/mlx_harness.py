@@ -39,6 +39,20 @@ def make_model(nodes, inputs, outputs, initializers=(), opset=17, domains=None, 
     return model
 
 
+def two_group_model():
+    """add0, mul0 (MLX) -> Cast to string and back (declined: MLX holds no strings) -> add1, mul1
+    (MLX): two fused groups with ORT's CPU provider between them."""
+    t = TensorProto
+    nodes = [helper.make_node("Add", ["x", "y"], ["s0"], name="add0"),
+             helper.make_node("Mul", ["s0", "y"], ["s"], name="mul0"),
+             helper.make_node("Cast", ["s"], ["s_str"], to=t.STRING, name="tostr"),
+             helper.make_node("Cast", ["s_str"], ["p"], to=t.FLOAT, name="fromstr"),
+             helper.make_node("Add", ["p", "y"], ["p1"], name="add1"),
+             helper.make_node("Mul", ["p1", "y"], ["out"], name="mul1")]
+    return make_model(nodes, [("x", t.FLOAT, [2, 3]), ("y", t.FLOAT, [2, 3])],
+                      [("out", t.FLOAT, [2, 3])])
+
+
 def _bytes(model):
     return model if isinstance(model, (bytes, str)) else model.SerializeToString()
 

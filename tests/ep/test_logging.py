@@ -15,18 +15,10 @@ TAG = "[MLXExecutionProvider]"
 
 CHILD = r"""
 import sys, numpy as np, onnxruntime as ort
-from onnx import TensorProto as TP, helper
 import onnxruntime_ep_mlx as mlx
-from mlx_harness import make_model
+from mlx_harness import two_group_model
 severity, options = int(sys.argv[1]), eval(sys.argv[2])
-nodes = [helper.make_node("Add", ["x", "y"], ["s0"], name="add0"),
-         helper.make_node("Mul", ["s0", "y"], ["s"], name="mul0"),
-         helper.make_node("Cast", ["s"], ["s_str"], to=TP.STRING, name="tostr"),
-         helper.make_node("Cast", ["s_str"], ["p"], to=TP.FLOAT, name="fromstr"),
-         helper.make_node("Add", ["p", "y"], ["p1"], name="add1"),
-         helper.make_node("Mul", ["p1", "y"], ["out"], name="mul1")]
-model = make_model(nodes, [("x", TP.FLOAT, [2, 3]), ("y", TP.FLOAT, [2, 3])],
-                   [("out", TP.FLOAT, [2, 3])])
+model = two_group_model()
 so = mlx.session_options({"device": "cpu", **options})
 if severity >= 0:
     so.log_severity_level = severity

@@ -4,24 +4,10 @@ of ORT's own event for that node, with the group's path and whether the Run trac
 import json
 
 import numpy as np
-from onnx import TensorProto as TP
-from onnx import helper
 
 import onnxruntime as ort
 import onnxruntime_ep_mlx as mlx
-from mlx_harness import make_model
-
-
-def two_group_model():
-    """add0, mul0 (MLX) -> Cast to string and back (declined) -> add1, mul1 (MLX)"""
-    nodes = [helper.make_node("Add", ["x", "y"], ["s0"], name="add0"),
-             helper.make_node("Mul", ["s0", "y"], ["s"], name="mul0"),
-             helper.make_node("Cast", ["s"], ["s_str"], to=TP.STRING, name="tostr"),
-             helper.make_node("Cast", ["s_str"], ["p"], to=TP.FLOAT, name="fromstr"),
-             helper.make_node("Add", ["p", "y"], ["p1"], name="add1"),
-             helper.make_node("Mul", ["p1", "y"], ["out"], name="mul1")]
-    return make_model(nodes, [("x", TP.FLOAT, [2, 3]), ("y", TP.FLOAT, [2, 3])],
-                      [("out", TP.FLOAT, [2, 3])])
+from mlx_harness import two_group_model
 
 
 def profile(tmp_path, runs, profiling=True):
