@@ -8,6 +8,7 @@ from onnx import TensorProto as TP
 from onnx import helper
 
 from mlx_harness import check_against_cpu, make_model
+from onnxruntime_ep_mlx.decoders import with_accuracy_level
 from ssm_harness import BF16, MS, declines, f32, run_mlx
 
 F, H16 = TP.FLOAT, TP.FLOAT16
@@ -565,11 +566,7 @@ def test_decoder_layer_prefill_and_decode():
     from mlx_harness import cpu_session
     from ssm_harness import mlx_session_checked
     model = decoder_layer()
-    ref_model = decoder_layer()
-    for node in ref_model.graph.node:
-        for a in node.attribute:
-            if a.name == "accuracy_level":
-                a.i = 0
+    ref_model = with_accuracy_level(model, 0)
     mlx, cpu = mlx_session_checked(model), cpu_session(ref_model)
     r = np.random.default_rng(11)
     nkv, h = 2, 32
@@ -664,11 +661,7 @@ def test_decoder_layer_shared_buffer_decode_traces_once():
     group by class, key_class_gqa), from the run record's counters."""
     from mlx_harness import Recorded, cpu_session, only_group
     model = decoder_layer()
-    ref_model = decoder_layer()
-    for node in ref_model.graph.node:
-        for a in node.attribute:
-            if a.name == "accuracy_level":
-                a.i = 0
+    ref_model = with_accuracy_level(model, 0)
     rec, cpu = Recorded(model), cpu_session(ref_model)
     r = np.random.default_rng(2)
     cap, valid = 16, 0
